@@ -1,0 +1,1 @@
+"""Host-failure recovery engine for OpenStack Nova."""

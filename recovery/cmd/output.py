@@ -1,0 +1,53 @@
+"""What the operator sees: live progress on stderr, results on stdout."""
+
+import json
+import sys
+from typing import TextIO
+
+import prettytable
+
+from recovery.results import HostReport, InstanceResult, Phase
+
+
+class ProgressPrinter:
+    """One line on stderr per instance state change."""
+
+    def __init__(self, stream: TextIO = sys.stderr):
+        self._stream = stream
+
+    def instance_changed(self, result: InstanceResult) -> None:
+        state = result.phase.value
+        if result.phase in (Phase.PENDING, Phase.DONE) and result.outcome:
+            state = result.outcome.value
+        where = f" -> {result.dest_host}" if result.dest_host else ""
+        why = f": {result.reason}" if result.reason else ""
+        print(f"{result.name or result.uuid} ({result.uuid[:8]}) "
+              f"{state}{where}{why}", file=self._stream, flush=True)
+
+
+def _seconds(result: InstanceResult) -> str:
+    if result.started_at and result.finished_at:
+        return f"{(result.finished_at - result.started_at).total_seconds():.1f}"
+    return ""
+
+
+def render_table(report: HostReport) -> str:
+    table = prettytable.PrettyTable(
+        ["Instance", "UUID", "Outcome", "From", "To", "State",
+         "Seconds", "Reason"])
+    table.align = "l"
+    for r in report.instances:
+        state = r.original_state
+        if r.final_state:
+            state = f"{r.original_state} -> {r.final_state}"
+        table.add_row([r.name, r.uuid, r.outcome.value if r.outcome else "",
+                       r.source_host, r.dest_host or "", state,
+                       _seconds(r), r.reason or ""])
+    counts = ", ".join(f"{n} {o}" for o, n in report.counts().items() if n)
+    title = "Plan" if report.dry_run else "Results"
+    return (f"{title} for host {report.host}: {counts or 'no instances'}\n"
+            f"{table.get_string()}")
+
+
+def render_json(report: HostReport) -> str:
+    return json.dumps(report.to_dict(), indent=2, sort_keys=True)

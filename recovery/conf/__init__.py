@@ -1,0 +1,24 @@
+"""Every configuration option of ``recovery``, registered in one place.
+
+Options are read at use time from the ``ConfigOpts`` object an entry point
+builds and passes down; nothing reads a global at import time.
+"""
+
+from oslo_config import cfg
+
+from recovery.conf import default
+from recovery.conf import host_failure
+from recovery.conf import nova
+
+_MODULES = (default, host_failure, nova)
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    """Register every option of the project on ``conf``."""
+    for module in _MODULES:
+        module.register_opts(conf)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    """Return ``(group, options)`` pairs for oslo-config-generator."""
+    return [pair for module in _MODULES for pair in module.list_opts()]

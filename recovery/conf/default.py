@@ -1,0 +1,23 @@
+"""``[DEFAULT]`` options."""
+
+from oslo_config import cfg
+
+OPTS = [
+    cfg.IntOpt(
+        "host_failure_recovery_threads",
+        default=3,
+        min=1,
+        help="Number of instances of one failed host recovered at the same "
+             "time. Each runs lock, evacuate, confirm, restore and unlock on "
+             "its own task of a pool of this size. Raise it to recover large "
+             "hosts faster; Nova's conductor and scheduler bear the load.",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(OPTS)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    return [("DEFAULT", OPTS)]

@@ -1,0 +1,77 @@
+"""``[host_failure]`` options: what the host-failure flow does and waits for."""
+
+from oslo_config import cfg
+
+GROUP = "host_failure"
+
+OPTS = [
+    cfg.BoolOpt(
+        "evacuate_all_instances",
+        default=True,
+        help="Evacuate every instance of a failed host. When false, only "
+             "instances whose metadata has the key named by "
+             "ha_enabled_instance_metadata_key set to 'True' are evacuated "
+             "and the others are skipped with a reason. When true, "
+             "HA-enabled instances are still evacuated first.",
+    ),
+    cfg.StrOpt(
+        "ha_enabled_instance_metadata_key",
+        default="HA_Enabled",
+        help="Instance metadata key that marks an instance as HA-enabled "
+             "(value 'True', case-insensitive).",
+    ),
+    cfg.BoolOpt(
+        "ignore_instances_in_error_state",
+        default=False,
+        help="Skip instances in vm_state error instead of evacuating them. "
+             "An evacuated error instance is reset to error afterwards.",
+    ),
+    cfg.StrOpt(
+        "service_disable_reason",
+        default="Host failure: disabled by recovery",
+        help="Reason recorded on the nova-compute service of a failed host "
+             "when recovery disables it. Operators see it in "
+             "'openstack compute service list --long'.",
+    ),
+    cfg.StrOpt(
+        "lock_reason",
+        default="Locked by recovery: host-failure evacuation",
+        help="Reason recorded on each instance recovery locks while it moves "
+             "it. An instance still locked with this reason after a crash "
+             "is treated as recovery's own lock and released by the next "
+             "run.",
+    ),
+    cfg.FloatOpt(
+        "evacuation_timeout",
+        default=300.0,
+        min=1.0,
+        help="Seconds to wait, per instance, from the evacuate call until "
+             "Nova shows it on another host in a settled state. The "
+             "instance is reported failed when this expires.",
+    ),
+    cfg.FloatOpt(
+        "state_change_timeout",
+        default=60.0,
+        min=1.0,
+        help="Seconds to wait for any other Nova state change recovery "
+             "makes: a service going down after force-down, an instance "
+             "stopping, starting or being reset.",
+    ),
+    cfg.FloatOpt(
+        "poll_interval",
+        default=1.0,
+        min=0.05,
+        help="Seconds between two polls of Nova while waiting for a state "
+             "change. One poll of the host's evacuation migrations serves "
+             "every instance in flight, so this does not multiply by the "
+             "number of instances.",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    return [(GROUP, OPTS)]

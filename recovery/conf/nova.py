@@ -1,0 +1,76 @@
+"""``[nova]`` options: how to reach the Compute API.
+
+The session (TLS, timeout), auth (any keystoneauth1 plugin: ``password``
+with a Keystone catalog, ``v3applicationcredential``, or ``admin_token`` /
+``none`` with ``endpoint_override`` for standalone use) and adapter
+(service type, region, interface, endpoint override) options are
+keystoneauth1's own, so they mean what they mean everywhere in OpenStack.
+"""
+
+from keystoneauth1 import loading as ks_loading
+from oslo_config import cfg
+
+GROUP = "nova"
+
+DEFAULT_TIMEOUT = 30.0
+
+# Adapter options this project honours; the others keystoneauth1 offers
+# (retries, microversion bounds) are decided by the Nova facade on purpose.
+_ADAPTER_OPTS = (
+    "service-type", "service-name", "valid-interfaces", "region-name",
+    "endpoint-override",
+)
+
+# Auth plugins whose options are listed in the sample config. Any other
+# keystoneauth1 plugin still works: its options register when it loads.
+_SAMPLE_AUTH_PLUGINS = ("password", "v3applicationcredential", "admin_token")
+
+OPTS = [
+    cfg.IntOpt(
+        "api_retries",
+        default=3,
+        min=0,
+        help="How many times a Nova request that is safe to repeat (reads, "
+             "lock, unlock, service updates, reset-state) is retried after "
+             "a connection error, a timeout or a 5xx. An evacuate is retried "
+             "only after recovery has checked that Nova did not act on the "
+             "first one.",
+    ),
+]
+
+
+def _session_opts() -> list[cfg.Opt]:
+    opts = ks_loading.get_session_conf_options()
+    for opt in opts:
+        if opt.dest == "timeout":
+            # Every Nova call has a timeout; keystoneauth's default is none.
+            opt.default = DEFAULT_TIMEOUT
+    return opts
+
+
+def _adapter_opts() -> list[cfg.Opt]:
+    opts = [o for o in ks_loading.get_adapter_conf_options(
+        include_deprecated=False) if o.name in _ADAPTER_OPTS]
+    for opt in opts:
+        if opt.dest == "service_type":
+            opt.default = "compute"
+        elif opt.dest == "valid_interfaces":
+            opt.default = ["internal", "public"]
+    return opts
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(OPTS + _session_opts() + _adapter_opts(), group=GROUP)
+    ks_loading.register_auth_conf_options(conf, GROUP)
+
+
+def _auth_opts() -> list[cfg.Opt]:
+    opts = {o.dest: o for o in ks_loading.get_auth_common_conf_options()}
+    for plugin in _SAMPLE_AUTH_PLUGINS:
+        for opt in ks_loading.get_auth_plugin_conf_options(plugin):
+            opts.setdefault(opt.dest, opt)
+    return list(opts.values())
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    return [(GROUP, OPTS + _session_opts() + _adapter_opts() + _auth_opts())]

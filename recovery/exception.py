@@ -1,0 +1,57 @@
+"""The project's exceptions.
+
+Each carries a message an operator can act on. Errors that come from Nova
+carry Nova's request id, so they can be found in Nova's logs.
+"""
+
+
+class RecoveryError(Exception):
+    """Base class of every error this project raises on purpose."""
+
+
+class ConfigError(RecoveryError):
+    """The configuration is missing or wrong."""
+
+
+class NovaError(RecoveryError):
+    """Nova answered with an error."""
+
+    def __init__(self, message: str, *, status: int | None = None,
+                 request_id: str | None = None):
+        if request_id:
+            message = f"{message} (request {request_id})"
+        super().__init__(message)
+        self.status = status
+        self.request_id = request_id
+
+
+class NovaUnreachable(NovaError):
+    """Nova could not be reached, or did not answer in time."""
+
+
+class NovaNotFound(NovaError):
+    """Nova does not know the resource (404)."""
+
+
+class NovaConflict(NovaError):
+    """Nova refused the action in the resource's current state (400/409)."""
+
+
+class NovaForbidden(NovaError):
+    """Nova refused the credentials (401) or the action (403)."""
+
+
+class UnknownHost(RecoveryError):
+    """No nova-compute service has this host name."""
+
+
+class HostNotDown(RecoveryError):
+    """Nova still reports the host's compute service up: refused for safety."""
+
+
+class WaitTimeout(RecoveryError):
+    """A condition did not become true before its deadline."""
+
+
+class InstanceRecoveryError(RecoveryError):
+    """One instance could not be recovered."""

@@ -1,0 +1,48 @@
+"""What every step of a host recovery shares."""
+
+import dataclasses
+
+from oslo_config import cfg
+
+from recovery.concurrency import Clock
+from recovery.nova import Nova
+from recovery.results import Recorder
+
+
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """The options of one run, read from the config when the run starts."""
+
+    threads: int
+    evacuate_all_instances: bool
+    ha_metadata_key: str
+    ignore_error_instances: bool
+    disable_reason: str
+    lock_reason: str
+    evacuation_timeout: float
+    state_change_timeout: float
+    poll_interval: float
+
+    @classmethod
+    def from_conf(cls, conf: cfg.ConfigOpts) -> "Settings":
+        group = conf.host_failure
+        return cls(
+            threads=conf.host_failure_recovery_threads,
+            evacuate_all_instances=group.evacuate_all_instances,
+            ha_metadata_key=group.ha_enabled_instance_metadata_key,
+            ignore_error_instances=group.ignore_instances_in_error_state,
+            disable_reason=group.service_disable_reason,
+            lock_reason=group.lock_reason,
+            evacuation_timeout=group.evacuation_timeout,
+            state_change_timeout=group.state_change_timeout,
+            poll_interval=group.poll_interval)
+
+
+@dataclasses.dataclass(frozen=True)
+class Env:
+    """The collaborators of a flow: Nova, time, and who hears progress."""
+
+    nova: Nova
+    clock: Clock
+    settings: Settings
+    recorder: Recorder

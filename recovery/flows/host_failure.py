@@ -1,0 +1,205 @@
+"""The host-failure flow: isolate a dead host, then recover its instances.
+
+1. Make sure the host is really down, then take it out of scheduling
+   (force-down, then disable). Refuse if Nova still hears from it.
+2. List its instances after it is isolated, so nothing new lands between
+   the listing and the disable; select them.
+3. Recover each selected instance on a pool of
+   ``host_failure_recovery_threads`` tasks.
+4. List the host again and recover what appeared in the meantime.
+5. Report one result per instance.
+"""
+
+import dataclasses
+import logging
+from collections.abc import Callable
+
+from recovery import concurrency
+from recovery import exception
+from recovery.flows import base
+from recovery.flows.context import Env
+from recovery.flows.instance import InstanceRecovery
+from recovery.flows.selection import order_for_recovery, skip_reason
+from recovery.flows.watcher import EvacuationWatcher
+from recovery.models import ComputeService, Server
+from recovery.results import HostReport, InstanceResult, Outcome
+from recovery.waiting import wait_for
+
+LOG = logging.getLogger(__name__)
+
+# Listings of the host after the first one; an instance still appearing
+# after that many rounds is reported, not chased forever.
+MAX_RELISTS = 3
+
+
+@dataclasses.dataclass
+class HostContext:
+    env: Env
+    host: str
+    host_is_off: bool
+    report: HostReport
+    service: ComputeService | None = None
+    forced_down_by_us: bool = False
+    disabled_by_us: bool = False
+    servers: list[Server] = dataclasses.field(default_factory=list)
+
+
+class VerifyHostDown(base.Step):
+    """Proceed only on a host Nova no longer hears from, or one the
+    operator asserts is off. A host that heartbeats may run its guests."""
+
+    name = "verify-host-down"
+
+    def execute(self, ctx: HostContext) -> None:
+        ctx.service = ctx.env.nova.get_compute_service(ctx.host)
+        if ctx.service.heartbeats and not ctx.host_is_off:
+            raise exception.HostNotDown(
+                f"Nova reports the compute service of {ctx.host} up: it "
+                f"still heartbeats, so its guests may still be running. "
+                f"Refusing to evacuate it. Power the host off (or wait "
+                f"until Nova reports it down); if you have verified it is "
+                f"off, run again with --host-is-off.")
+
+
+class ForceDown(base.Step):
+    """Force the service down, so Nova allows evacuation at once instead
+    of after service_down_time."""
+
+    name = "force-down"
+
+    def execute(self, ctx: HostContext) -> None:
+        nova, settings = ctx.env.nova, ctx.env.settings
+        if not ctx.service.forced_down:
+            nova.force_down(ctx.service, True)
+            ctx.forced_down_by_us = True
+        wait_for(lambda: nova.get_compute_service(ctx.host).state == "down",
+                 what=f"Nova to report {ctx.host} down",
+                 timeout=settings.state_change_timeout,
+                 interval=settings.poll_interval, clock=ctx.env.clock)
+
+    def rollback(self, ctx: HostContext, exc: BaseException) -> None:
+        if ctx.forced_down_by_us:
+            ctx.env.nova.force_down(ctx.service, False)
+
+
+class Disable(base.Step):
+    """Take the host out of scheduling, with a reason operators can read.
+    Force-down comes first: newer Nova may wait on the node for a disable."""
+
+    name = "disable"
+
+    def execute(self, ctx: HostContext) -> None:
+        if ctx.service.status != "disabled":
+            ctx.env.nova.disable(ctx.service,
+                                 ctx.env.settings.disable_reason)
+            ctx.disabled_by_us = True
+
+    def rollback(self, ctx: HostContext, exc: BaseException) -> None:
+        if ctx.disabled_by_us:
+            ctx.env.nova.enable(ctx.service)
+
+
+class ListInstances(base.Step):
+    name = "list-instances"
+
+    def execute(self, ctx: HostContext) -> None:
+        ctx.servers = ctx.env.nova.list_servers(ctx.host)
+
+
+PoolFactory = Callable[[int], concurrency.TaskPool]
+
+
+def recover_host(env: Env, host: str, *, host_is_off: bool = False,
+                 dry_run: bool = False,
+                 pool_factory: PoolFactory = concurrency.task_pool
+                 ) -> HostReport:
+    """Recover every instance of a failed host; return the report.
+
+    Raises ``HostNotDown`` (nothing changed in Nova) when the host may be
+    alive, and ``UnknownHost`` or a Nova error when it cannot start. If
+    the isolation or the first listing fails, what it changed is undone.
+    """
+    ctx = HostContext(env=env, host=host, host_is_off=host_is_off,
+                      report=HostReport(host, env.clock.now(),
+                                        dry_run=dry_run))
+    isolation = [] if dry_run else [ForceDown(), Disable()]
+    base.run_steps([VerifyHostDown(), *isolation, ListInstances()], ctx)
+    if dry_run:
+        _plan(ctx)
+    else:
+        _recover_instances(ctx, pool_factory(env.settings.threads))
+    ctx.report.finished_at = env.clock.now()
+    return ctx.report
+
+
+def _new_result(ctx: HostContext, server: Server) -> InstanceResult:
+    result = InstanceResult(uuid=server.id, name=server.name,
+                            source_host=ctx.host,
+                            original_state=server.vm_state)
+    ctx.report.instances.append(result)
+    return result
+
+
+def _settle(ctx: HostContext, result: InstanceResult, outcome: Outcome,
+            reason: str | None) -> None:
+    result.outcome, result.reason = outcome, reason
+    ctx.env.recorder.instance_changed(result)
+
+
+def _plan(ctx: HostContext) -> None:
+    settings = ctx.env.settings
+    for server in order_for_recovery(ctx.servers, settings):
+        result = _new_result(ctx, server)
+        reason = skip_reason(server, settings)
+        if reason:
+            _settle(ctx, result, Outcome.SKIPPED, reason)
+            continue
+        steps = ["evacuate"]
+        if server.task_state:
+            steps.insert(0, f"reset task_state {server.task_state}")
+        if server.locked and server.locked_reason != settings.lock_reason:
+            steps.append("leave the existing lock")
+        _settle(ctx, result, Outcome.PLANNED, ", ".join(steps))
+
+
+def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
+    env = ctx.env
+    watcher = EvacuationWatcher(env.nova, ctx.host, env.clock,
+                                env.settings.poll_interval)
+    seen: set[str] = set()
+    pending = ctx.servers
+    for _ in range(MAX_RELISTS):
+        seen.update(server.id for server in pending)
+        _recover_round(ctx, pending, watcher, pool)
+        # Re-list at the end: recover what landed while we worked.
+        pending = [s for s in env.nova.list_servers(ctx.host)
+                   if s.id not in seen]
+        if not pending:
+            return
+        LOG.warning("%d instance(s) appeared on %s during recovery",
+                    len(pending), ctx.host)
+    for server in pending:
+        _settle(ctx, _new_result(ctx, server), Outcome.FAILED,
+                f"appeared on {ctx.host} during recovery after "
+                f"{MAX_RELISTS} listings; run recovery again")
+
+
+def _recover_round(ctx: HostContext, servers: list[Server],
+                   watcher: EvacuationWatcher,
+                   pool: concurrency.TaskPool) -> None:
+    settings = ctx.env.settings
+    recoveries = []
+    for server in order_for_recovery(servers, settings):
+        result = _new_result(ctx, server)
+        reason = skip_reason(server, settings)
+        if reason:
+            _settle(ctx, result, Outcome.SKIPPED, reason)
+        else:
+            recoveries.append(
+                InstanceRecovery(ctx.env, watcher, server, result))
+    for outcome in pool.run(InstanceRecovery.run, recoveries):
+        if outcome.error is not None:
+            # run() records its own failures; this is a last line of
+            # defence so that no worker's exception is ever lost.
+            _settle(ctx, outcome.item.result, Outcome.FAILED,
+                    f"unexpected error: {outcome.error!r}")

@@ -1,0 +1,185 @@
+"""The recovery of one instance: a small, explicit state machine.
+
+lock -> make evacuable -> evacuate -> confirm -> restore state -> unlock.
+Each phase is recorded before its side effect, so whoever listens (the CLI's
+progress, the service's journal) knows exactly where the instance was.
+"""
+
+import logging
+
+from recovery import exception
+from recovery.flows.context import Env
+from recovery.flows.watcher import EvacuationWatcher
+from recovery.models import Server
+from recovery.results import InstanceResult, Outcome, Phase
+from recovery.waiting import wait_for
+
+LOG = logging.getLogger(__name__)
+
+# What a settled instance looks like for each original vm_state.
+SETTLED_VM_STATES = frozenset({"active", "stopped"})
+
+
+class InstanceRecovery:
+    def __init__(self, env: Env, watcher: EvacuationWatcher, server: Server,
+                 result: InstanceResult):
+        self.env = env
+        self.watcher = watcher
+        self.server = server
+        self.result = result
+
+    def run(self) -> InstanceResult:
+        result = self.result
+        result.started_at = self.env.clock.now()
+        try:
+            self._lock()
+            self._make_evacuable()
+            self._evacuate()
+            self._restore(self._confirm())
+            result.outcome = Outcome.RECOVERED
+        except exception.RecoveryError as exc:
+            self._fail(str(exc))
+        except Exception as exc:
+            LOG.exception("Unexpected error recovering %s", result.uuid)
+            self._fail(f"unexpected error: {exc!r}")
+        finally:
+            self._unlock()
+            result.finished_at = self.env.clock.now()
+            self._enter(Phase.DONE)
+        return result
+
+    def _enter(self, phase: Phase) -> None:
+        self.result.phase = phase
+        self.env.recorder.instance_changed(self.result)
+
+    def _fail(self, reason: str) -> None:
+        self.result.outcome = Outcome.FAILED
+        self.result.reason = reason
+        LOG.error("Instance %s (%s) failed: %s", self.result.uuid,
+                  self.result.name, reason)
+
+    def _lock(self) -> None:
+        reason = self.env.settings.lock_reason
+        if self.server.locked and self.server.locked_reason != reason:
+            # Someone else's lock: leave it, and never lift it.
+            LOG.info("Instance %s is locked by someone else (%s); leaving "
+                     "the lock", self.server.id, self.server.locked_reason)
+            return
+        self._enter(Phase.LOCKING)
+        if not self.server.locked:
+            self.env.nova.lock(self.server.id, reason)
+        # Locked with our reason already: a crashed run's lock, ours to lift.
+        self.result.locked_by_us = True
+
+    def _make_evacuable(self) -> None:
+        if self.server.task_state is None:
+            return
+        # Nova refuses to evacuate while a task_state is set; a task on a
+        # dead host never finishes, so reset-state clears it.
+        self._enter(Phase.RESETTING)
+        target = "error" if self.server.vm_state == "error" else "active"
+        self.env.nova.reset_state(self.server.id, target)
+
+    def _evacuate(self) -> None:
+        self._enter(Phase.EVACUATING)
+        nova = self.env.nova
+        attempts = 0
+        while True:
+            try:
+                nova.evacuate(self.server.id)
+                return
+            except exception.NovaError as exc:
+                if not _uncertain(exc) or attempts >= nova.retries:
+                    raise
+                if self._evacuation_started():
+                    LOG.info("Evacuate of %s answered %s, but Nova acted on "
+                             "it", self.server.id, exc)
+                    return
+                attempts += 1
+                LOG.warning("Evacuate of %s failed (%s) and Nova did not act "
+                            "on it; retrying", self.server.id, exc)
+
+    def _evacuation_started(self) -> bool:
+        """Whether Nova accepted an evacuate whose answer was lost.
+
+        Nova sets task_state rebuilding before the evacuate call returns,
+        and moves the host when the rebuild ends.
+        """
+        current = self.env.nova.get_server(self.server.id)
+        return (current.task_state is not None
+                or current.host != self.server.host)
+
+    def _confirm(self) -> Server:
+        self._enter(Phase.CONFIRMING)
+        settings = self.env.settings
+        return wait_for(
+            self._settled_server,
+            what=f"instance {self.server.id} to come up on another host",
+            timeout=settings.evacuation_timeout,
+            interval=settings.poll_interval, clock=self.env.clock)
+
+    def _settled_server(self) -> Server | None:
+        """The instance once its evacuation is done; raise if it failed.
+
+        ACTIVE with no task_state is not enough: Nova sets it a moment
+        before it moves the host. Confirm on the migration being done and
+        the host having changed.
+        """
+        migration = self.watcher.latest(self.server.id)
+        if migration is None or not (migration.failed
+                                     or migration.status == "done"):
+            return None
+        current = self.env.nova.get_server(self.server.id)
+        if migration.failed or current.vm_state == "error":
+            raise exception.InstanceRecoveryError(
+                f"evacuation {migration.status}: instance is "
+                f"{current.vm_state} on {current.host}")
+        if (current.host != self.server.host and current.task_state is None
+                and current.vm_state in SETTLED_VM_STATES):
+            return current
+        return None
+
+    def _restore(self, current: Server) -> None:
+        """Bring the instance back to the state it had before the failure."""
+        self._enter(Phase.RESTORING)
+        self.result.dest_host = current.host
+        wanted = self.result.original_state
+        nova = self.env.nova
+        if wanted == "error":
+            nova.reset_state(current.id, "error")
+        elif wanted == "active" and current.vm_state == "stopped":
+            nova.start(current.id)
+            self._wait_vm_state("active")
+        elif wanted == "stopped" and current.vm_state == "active":
+            nova.stop(current.id)
+            self._wait_vm_state("stopped")
+        self.result.final_state = wanted
+
+    def _wait_vm_state(self, vm_state: str) -> None:
+        def reached() -> bool:
+            server = self.env.nova.get_server(self.server.id)
+            return server.vm_state == vm_state and server.task_state is None
+
+        wait_for(reached, what=f"instance {self.server.id} to be {vm_state}",
+                 timeout=self.env.settings.state_change_timeout,
+                 interval=self.env.settings.poll_interval,
+                 clock=self.env.clock)
+
+    def _unlock(self) -> None:
+        if not self.result.locked_by_us:
+            return
+        self._enter(Phase.UNLOCKING)
+        try:
+            self.env.nova.unlock(self.server.id)
+            self.result.locked_by_us = False
+        except exception.RecoveryError as exc:
+            reason = f"left locked, unlock failed: {exc}"
+            if self.result.reason:
+                reason = f"{self.result.reason}; {reason}"
+            self._fail(reason)
+
+
+def _uncertain(exc: exception.NovaError) -> bool:
+    """An error after which Nova may or may not have acted."""
+    return isinstance(exc, exception.NovaUnreachable) or (
+        exc.status or 0) >= 500

@@ -1,0 +1,215 @@
+"""The Nova facade: one small method per Nova action the flows need.
+
+Why microversion 2.94, on purpose:
+- 2.53 addresses services by UUID and lets force-down and disable be set
+  with ``PUT /os-services/{id}``;
+- 2.59 adds ``changes-since`` and migration UUIDs to ``os-migrations``,
+  which lets one poll confirm every evacuation of a host;
+- 2.73 records a reason with a lock, so operators see why an instance is
+  locked and a crashed run's locks can be told apart from anyone else's;
+- 2.94 is the last version where an evacuated ACTIVE instance comes back
+  ACTIVE. From 2.95 it ends SHUTOFF and must be started again: one more
+  call, and more downtime, per instance. The flow still restores the
+  original state whatever state the evacuation ends in, so it is correct
+  under either semantics.
+Nova has offered 2.94 since the Zed release (2022).
+
+Retries: only calls that are safe to repeat are retried here (reads, and
+writes that set an absolute state). ``evacuate`` is never retried here;
+the flow retries it only after checking Nova did not act on it.
+keystoneauth1's own connection retries are off, because they would also
+repeat a POST whose response was lost.
+"""
+
+import logging
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import loading as ks_loading
+from novaclient import client as nova_client
+from novaclient import exceptions as nova_exc
+from oslo_config import cfg
+
+from recovery import exception
+from recovery.concurrency import Clock
+from recovery.models import ComputeService, Migration, Server
+
+LOG = logging.getLogger(__name__)
+
+MICROVERSION = "2.94"
+GROUP = "nova"
+T = TypeVar("T")
+
+
+def load_nova(conf: cfg.ConfigOpts, clock: Clock) -> "Nova":
+    """Build the facade from ``[nova]``: one keystoneauth1 session."""
+    group = conf[GROUP]
+    try:
+        auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
+        session = ks_loading.load_session_from_conf_options(
+            conf, GROUP, auth=auth)
+    except ks_exc.ClientException as exc:
+        raise exception.ConfigError(
+            f"[nova] auth options are invalid: {exc}. Set [nova] auth_type "
+            f"and its options (see etc/recovery.conf)") from exc
+    if auth is None and not group.endpoint_override:
+        raise exception.ConfigError(
+            "[nova] has no auth_type and no endpoint_override: set "
+            "auth_type = password (with auth_url, username, ...) or "
+            "endpoint_override for a standalone Nova")
+    client = nova_client.Client(
+        MICROVERSION, session=session,
+        endpoint_override=group.endpoint_override,
+        endpoint_type=group.valid_interfaces,
+        region_name=group.region_name,
+        service_type=group.service_type,
+        service_name=group.service_name,
+        connect_retries=0, status_code_retries=0)
+    return Nova(client, retries=group.api_retries, clock=clock)
+
+
+def _translate(what: str, exc: Exception) -> exception.RecoveryError:
+    if isinstance(exc, nova_exc.ClientException):
+        kinds = {404: exception.NovaNotFound, 400: exception.NovaConflict,
+                 409: exception.NovaConflict, 401: exception.NovaForbidden,
+                 403: exception.NovaForbidden}
+        kind = kinds.get(exc.code, exception.NovaError)
+        return kind(f"Nova refused to {what}: {exc.message} "
+                    f"(HTTP {exc.code})", status=exc.code,
+                    request_id=exc.request_id)
+    if isinstance(exc, ks_exc.EndpointNotFound):
+        return exception.ConfigError(
+            f"no compute endpoint to {what}: {exc}. Check [nova] "
+            f"region_name and valid_interfaces, or set endpoint_override")
+    if isinstance(exc, ks_exc.ConnectionError):
+        return exception.NovaUnreachable(
+            f"could not reach Nova to {what}: {exc}")
+    if isinstance(exc, ks_exc.HttpError) and exc.http_status == 401:
+        return exception.NovaForbidden(
+            f"Keystone refused the [nova] credentials: {exc}",
+            status=401, request_id=exc.request_id)
+    return exception.NovaError(f"failed to {what}: {exc}")
+
+
+def _retriable(exc: exception.RecoveryError) -> bool:
+    if isinstance(exc, exception.NovaUnreachable):
+        return True
+    return isinstance(exc, exception.NovaError) and (exc.status or 0) >= 500
+
+
+class Nova:
+    """Every Nova call of the project, with timeouts and error translation.
+
+    Timeouts come from the keystoneauth1 session (``[nova] timeout``).
+    """
+
+    def __init__(self, client: Any, *, retries: int, clock: Clock):
+        self._client = client
+        self._retries = retries
+        self._clock = clock
+
+    @property
+    def retries(self) -> int:
+        """How often a call that is safe to repeat is retried."""
+        return self._retries
+
+    def _call(self, what: str, fn: Callable[..., T], *args: Any,
+              safe: bool = True, **kwargs: Any) -> T:
+        attempt = 0
+        while True:
+            try:
+                return fn(*args, **kwargs)
+            except (nova_exc.ClientException, ks_exc.ClientException) as exc:
+                error = _translate(what, exc)
+                if not (safe and _retriable(error)
+                        and attempt < self._retries):
+                    raise error from exc
+            attempt += 1
+            delay = min(0.5 * 2 ** attempt, 5.0)
+            LOG.warning("Retrying in %.1fs (%d/%d): %s", delay, attempt,
+                        self._retries, error)
+            self._clock.sleep(delay)
+
+    # -- compute services ------------------------------------------------
+    def get_compute_service(self, host: str) -> ComputeService:
+        found = self._call(f"list the compute service of {host}",
+                           self._client.services.list,
+                           host=host, binary="nova-compute")
+        if not found:
+            raise exception.UnknownHost(
+                f"Nova has no nova-compute service on host {host!r}: check "
+                f"the name with 'openstack compute service list'")
+        return ComputeService.from_nova(found[0].to_dict())
+
+    def force_down(self, service: ComputeService, forced: bool) -> None:
+        self._call(f"set forced_down={forced} on {service.host}",
+                   self._client.services.force_down, service.id, forced)
+
+    def disable(self, service: ComputeService, reason: str) -> None:
+        self._call(f"disable the compute service of {service.host}",
+                   self._client.services.disable_log_reason,
+                   service.id, reason)
+
+    def enable(self, service: ComputeService) -> None:
+        self._call(f"enable the compute service of {service.host}",
+                   self._client.services.enable, service.id)
+
+    # -- servers -----------------------------------------------------------
+    def list_servers(self, host: str) -> list[Server]:
+        found = self._call(
+            f"list the instances of {host}", self._client.servers.list,
+            search_opts={"host": host, "all_tenants": True}, limit=-1)
+        return [Server.from_nova(s.to_dict()) for s in found]
+
+    def get_server(self, uuid: str) -> Server:
+        found = self._call(f"show instance {uuid}",
+                           self._client.servers.get, uuid)
+        return Server.from_nova(found.to_dict())
+
+    def lock(self, uuid: str, reason: str) -> None:
+        self._call(f"lock instance {uuid}", self._client.servers.lock,
+                   uuid, reason=reason)
+
+    def unlock(self, uuid: str) -> None:
+        self._call(f"unlock instance {uuid}", self._client.servers.unlock,
+                   uuid)
+
+    def reset_state(self, uuid: str, state: str) -> None:
+        self._call(f"reset instance {uuid} to {state}",
+                   self._client.servers.reset_state, uuid, state)
+
+    def stop(self, uuid: str) -> None:
+        # A repeated stop answers 409, so it is not retried blindly; the
+        # flow waits on the state instead.
+        self._call(f"stop instance {uuid}", self._client.servers.stop,
+                   uuid, safe=False)
+
+    def start(self, uuid: str) -> None:
+        self._call(f"start instance {uuid}", self._client.servers.start,
+                   uuid, safe=False)
+
+    def evacuate(self, uuid: str) -> None:
+        """Evacuate once; the scheduler picks the destination."""
+        self._call(f"evacuate instance {uuid}",
+                   self._client.servers.evacuate, uuid, safe=False)
+
+    # -- migrations ----------------------------------------------------------
+    def list_evacuations(self, source_host: str,
+                         changes_since: str) -> list[Migration]:
+        """Every evacuation from ``source_host`` changed since a time.
+
+        Pages until Nova returns an empty page, whatever its page size.
+        """
+        migrations: list[Migration] = []
+        marker = None
+        while True:
+            page = self._call(
+                f"list the evacuations from {source_host}",
+                self._client.migrations.list, source_compute=source_host,
+                migration_type="evacuation", changes_since=changes_since,
+                marker=marker)
+            if not page:
+                return migrations
+            migrations.extend(Migration.from_nova(m.to_dict()) for m in page)
+            marker = migrations[-1].uuid

@@ -1,0 +1,92 @@
+"""Per-instance results and the per-host report of a recovery."""
+
+import dataclasses
+import datetime
+import enum
+from collections import Counter
+from typing import Any, Protocol
+
+
+class Outcome(str, enum.Enum):
+    RECOVERED = "recovered"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    PLANNED = "planned"     # --dry-run: would be evacuated
+
+
+class Phase(str, enum.Enum):
+    """Where an instance is in its recovery; recorded before each step."""
+
+    PENDING = "pending"
+    LOCKING = "locking"
+    RESETTING = "resetting"
+    EVACUATING = "evacuating"
+    CONFIRMING = "confirming"
+    RESTORING = "restoring"
+    UNLOCKING = "unlocking"
+    DONE = "done"
+
+
+@dataclasses.dataclass
+class InstanceResult:
+    uuid: str
+    name: str
+    source_host: str
+    original_state: str
+    dest_host: str | None = None
+    final_state: str | None = None
+    started_at: datetime.datetime | None = None
+    finished_at: datetime.datetime | None = None
+    outcome: Outcome | None = None
+    reason: str | None = None
+    phase: Phase = Phase.PENDING
+    locked_by_us: bool = False
+
+    def to_dict(self) -> dict[str, Any]:
+        data = dataclasses.asdict(self)
+        for key in ("started_at", "finished_at"):
+            data[key] = data[key].isoformat() if data[key] else None
+        data["outcome"] = self.outcome.value if self.outcome else None
+        data["phase"] = self.phase.value
+        return data
+
+
+class Recorder(Protocol):
+    """Told of every change of an instance's result, as it happens."""
+
+    def instance_changed(self, result: InstanceResult) -> None:
+        ...
+
+
+class NullRecorder:
+    def instance_changed(self, result: InstanceResult) -> None:
+        pass
+
+
+@dataclasses.dataclass
+class HostReport:
+    host: str
+    started_at: datetime.datetime
+    finished_at: datetime.datetime | None = None
+    instances: list[InstanceResult] = dataclasses.field(default_factory=list)
+    dry_run: bool = False
+
+    def counts(self) -> dict[str, int]:
+        counted = Counter(r.outcome.value for r in self.instances
+                          if r.outcome)
+        return {o.value: counted.get(o.value, 0) for o in Outcome}
+
+    @property
+    def succeeded(self) -> bool:
+        return not any(r.outcome is Outcome.FAILED for r in self.instances)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "host": self.host,
+            "dry_run": self.dry_run,
+            "started_at": self.started_at.isoformat(),
+            "finished_at": (self.finished_at.isoformat()
+                            if self.finished_at else None),
+            "summary": self.counts(),
+            "instances": [r.to_dict() for r in self.instances],
+        }

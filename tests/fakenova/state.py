@@ -1,0 +1,282 @@
+"""The fake Nova's model. One re-entrant lock guards all of it."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import itertools
+import re
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+# nova.compute.power_state
+RUNNING, SHUTDOWN, NOSTATE = 1, 4, 0
+POWER_FOR_VM_STATE = {"active": RUNNING, "stopped": SHUTDOWN,
+                      "error": NOSTATE}
+# migration statuses after which nothing happens any more
+FINAL_MIGRATION_STATUSES = ("done", "completed", "failed", "error")
+
+
+def utcnow() -> datetime.datetime:
+    """Naive UTC, the way Nova stores timestamps."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    return now.replace(tzinfo=None)
+
+
+def node_name(host: str) -> str:
+    """hypervisor_hostname differs from the service host on purpose."""
+    return f"{host}.localdomain"
+
+
+@dataclasses.dataclass
+class Server:
+    uuid: str
+    name: str
+    host: str
+    project_id: str
+    user_id: str
+    vm_state: str
+    task_state: str | None
+    power_state: int
+    metadata: dict[str, str]
+    locked_by: str | None
+    locked_reason: str | None
+    seq: int
+    created_at: datetime.datetime
+    updated_at: datetime.datetime
+    node: str = ""
+    fault: dict[str, Any] | None = None
+    evacuation_outcome: str | None = None
+
+    @property
+    def locked(self) -> bool:
+        return self.locked_by is not None
+
+
+@dataclasses.dataclass
+class Service:
+    uuid: str
+    id: int
+    host: str
+    binary: str
+    zone: str
+    running: bool
+    disabled: bool
+    disabled_reason: str | None
+    forced_down: bool
+    trait_disabled: bool
+    last_seen: datetime.datetime
+    ip: str = "192.0.2.1"
+
+    @property
+    def up(self) -> bool:
+        """servicegroup service_is_up(): heartbeats and not forced down."""
+        return self.running and not self.forced_down
+
+    @property
+    def updated_at(self) -> datetime.datetime:
+        return utcnow() if self.running else self.last_seen
+
+
+@dataclasses.dataclass
+class Migration:
+    id: int
+    uuid: str
+    instance_uuid: str
+    source_compute: str
+    source_node: str
+    dest_compute: str | None
+    dest_node: str | None
+    dest_host: str | None
+    status: str
+    migration_type: str
+    user_id: str
+    project_id: str
+    created_at: datetime.datetime
+    updated_at: datetime.datetime | None = None
+
+
+@dataclasses.dataclass
+class Aggregate:
+    id: int
+    uuid: str
+    name: str
+    availability_zone: str | None
+    hosts: list[str]
+    created_at: datetime.datetime
+    updated_at: datetime.datetime | None = None
+
+
+@dataclasses.dataclass
+class Injection:
+    method: str | None
+    pattern: re.Pattern[str]
+    action: str | None
+    status: int | None
+    delay: float
+    remaining: int
+    after: bool
+
+    def matches(self, method: str, path: str, action: str | None) -> bool:
+        if self.remaining <= 0:
+            return False
+        if self.method and self.method.upper() != method.upper():
+            return False
+        if self.action is not None and self.action != action:
+            return False
+        return self.pattern.search(path) is not None
+
+
+class State:
+    """Servers, services, migrations, aggregates and the call records."""
+
+    def __init__(self, evacuation_latency: float,
+                 host_move_lag: float, max_limit: int) -> None:
+        self.lock = threading.RLock()
+        self.stopping = threading.Event()
+        self.evacuation_latency = evacuation_latency
+        self.host_move_lag = host_move_lag
+        self.max_limit = max_limit
+        self.microversion_max = "2.96"
+        self.servers: dict[str, Server] = {}
+        self.computes: dict[str, Service] = {}
+        self.other_services: list[Service] = []
+        self.migrations: list[Migration] = []
+        self.aggregates: dict[int, Aggregate] = {}
+        self.evacuate_calls: list[dict[str, Any]] = []
+        self.requests: list[dict[str, Any]] = []
+        self.lock_events: list[dict[str, Any]] = []
+        self.injections: list[Injection] = []
+        self._ids = itertools.count(1)
+        self._timers: list[threading.Timer] = []
+        self._add_control_plane_services()
+
+    # -- time and background work ---------------------------------------
+    def call_later(self, delay: float, func: Callable[..., None],
+                   *args: Any) -> None:
+        """Run func(*args) under the lock after delay seconds."""
+        def run() -> None:
+            with self.lock:
+                if not self.stopping.is_set():
+                    func(*args)
+        timer = threading.Timer(max(delay, 0.0), run)
+        timer.daemon = True
+        with self.lock:
+            self._timers = [t for t in self._timers if t.is_alive()]
+            self._timers.append(timer)
+        timer.start()
+
+    def shutdown(self) -> None:
+        self.stopping.set()
+        with self.lock:
+            timers, self._timers = self._timers, []
+        for timer in timers:
+            timer.cancel()
+
+    def next_id(self) -> int:
+        return next(self._ids)
+
+    # -- building the world ---------------------------------------------
+    def _add_control_plane_services(self) -> None:
+        for binary in ("nova-conductor", "nova-scheduler"):
+            self.other_services.append(self._new_service(
+                "controller", binary, "internal"))
+
+    def _new_service(self, host: str, binary: str, zone: str) -> Service:
+        ident = self.next_id()
+        return Service(str(uuid.uuid4()), ident, host, binary, zone,
+                       running=True, disabled=False, disabled_reason=None,
+                       forced_down=False, trait_disabled=False,
+                       last_seen=utcnow(), ip=f"192.0.2.{ident % 250 + 1}")
+
+    def add_compute(self, host: str, up: bool, status: str,
+                    forced_down: bool, disabled_reason: str | None) -> str:
+        if status not in ("enabled", "disabled"):
+            raise ValueError(f"bad status {status!r}")
+        with self.lock:
+            if host in self.computes:
+                raise ValueError(f"compute {host} already exists")
+            service = self._new_service(host, "nova-compute", "nova")
+            service.running = up
+            service.forced_down = forced_down
+            service.disabled = status == "disabled"
+            service.trait_disabled = service.disabled
+            service.disabled_reason = disabled_reason
+            self.computes[host] = service
+            return service.uuid
+
+    def add_server(self, name: str, host: str, vm_state: str,
+                   task_state: str | None, project_id: str, user_id: str,
+                   metadata: dict[str, str] | None,
+                   locked_by: str | None,
+                   locked_reason: str | None) -> str:
+        if vm_state not in POWER_FOR_VM_STATE:
+            raise ValueError(f"unsupported vm_state {vm_state!r}")
+        if locked_by not in (None, "owner", "admin"):
+            raise ValueError(f"bad locked_by {locked_by!r}")
+        with self.lock:
+            if host not in self.computes:
+                raise ValueError(f"unknown compute host {host}")
+            now = utcnow()
+            server = Server(
+                str(uuid.uuid4()), name, host, project_id, user_id,
+                vm_state, task_state, POWER_FOR_VM_STATE[vm_state],
+                dict(metadata or {}), locked_by,
+                locked_reason if locked_by else None, self.next_id(),
+                now, now, node=node_name(host))
+            self.servers[server.uuid] = server
+            return server.uuid
+
+    def add_aggregate(self, name: str, hosts: list[str],
+                      availability_zone: str | None) -> int:
+        with self.lock:
+            for host in hosts:
+                if host not in self.computes:
+                    raise ValueError(f"unknown compute host {host}")
+            ident = self.next_id()
+            self.aggregates[ident] = Aggregate(
+                ident, str(uuid.uuid4()), name, availability_zone,
+                list(hosts), utcnow())
+            return ident
+
+    # -- lookups and small updates --------------------------------------
+    def all_services(self) -> list[Service]:
+        return self.other_services + list(self.computes.values())
+
+    def service_by_id(self, ident: str) -> Service | None:
+        for service in self.all_services():
+            if ident in (service.uuid, str(service.id)):
+                return service
+        return None
+
+    def zone_of(self, host: str) -> str:
+        for aggregate in self.aggregates.values():
+            if host in aggregate.hosts and aggregate.availability_zone:
+                return aggregate.availability_zone
+        return "nova"
+
+    def touch(self, server: Server) -> None:
+        server.updated_at = utcnow()
+
+    def set_migration_status(self, migration: Migration,
+                             status: str) -> None:
+        migration.status = status
+        migration.updated_at = utcnow()
+
+    def record_lock_event(self, server: Server, event: str, by: str,
+                          reason: str | None) -> None:
+        self.lock_events.append({"time": time.time(), "uuid": server.uuid,
+                                 "event": event, "by": by,
+                                 "reason": reason})
+
+    def take_injection(self, method: str, path: str,
+                       action: str | None) -> Injection | None:
+        with self.lock:
+            for rule in self.injections:
+                if rule.matches(method, path, action):
+                    rule.remaining -= 1
+                    return rule
+        return None

@@ -1,0 +1,250 @@
+"""Test doubles for unit tests: a clock that never sleeps, a pool that
+runs tasks one after the other, and an in-memory stand-in for the project's
+own Nova facade (``recovery.nova.Nova``), driven by the fake clock.
+
+Behaviour against real HTTP is tested in tests/functional with the fake
+Nova server; these keep each step's unit test small and deterministic.
+"""
+
+import dataclasses
+import datetime
+import itertools
+from typing import Any
+
+from recovery import exception
+from recovery.concurrency import TaskOutcome
+from recovery.flows.context import Env, Settings
+from recovery.models import ComputeService, Migration, Server
+from recovery.results import InstanceResult
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+        self.sleeps: list[float] = []
+
+    def monotonic(self) -> float:
+        return self.t
+
+    def sleep(self, seconds: float) -> None:
+        self.sleeps.append(seconds)
+        self.t += seconds
+
+    def now(self) -> datetime.datetime:
+        return (datetime.datetime(2026, 11, 22, tzinfo=datetime.timezone.utc)
+                + datetime.timedelta(seconds=self.t))
+
+
+class SyncPool:
+    """Runs tasks in order; records the size it was made with."""
+
+    def __init__(self, size: int) -> None:
+        self.size = size
+
+    def run(self, fn, items):
+        outcomes = []
+        for item in items:
+            try:
+                outcomes.append(TaskOutcome(item, value=fn(item)))
+            except Exception as exc:
+                outcomes.append(TaskOutcome(item, error=exc))
+        return outcomes
+
+
+class ListRecorder:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, str | None]] = []
+
+    def instance_changed(self, result: InstanceResult) -> None:
+        outcome = result.outcome.value if result.outcome else None
+        self.events.append((result.uuid, result.phase.value, outcome))
+
+
+def settings(**overrides: Any) -> Settings:
+    values = dict(threads=3, evacuate_all_instances=True,
+                  ha_metadata_key="HA_Enabled", ignore_error_instances=False,
+                  disable_reason="host down", lock_reason="recovery lock",
+                  evacuation_timeout=30.0, state_change_timeout=10.0,
+                  poll_interval=1.0)
+    values.update(overrides)
+    return Settings(**values)
+
+
+@dataclasses.dataclass
+class FakeServer:
+    id: str
+    name: str
+    host: str
+    vm_state: str = "active"
+    task_state: str | None = None
+    locked: bool = False
+    locked_reason: str | None = None
+    metadata: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def snapshot(self) -> Server:
+        status = {"active": "ACTIVE", "stopped": "SHUTOFF",
+                  "error": "ERROR"}.get(self.vm_state, self.vm_state.upper())
+        return Server(id=self.id, name=self.name, host=self.host,
+                      vm_state=self.vm_state, task_state=self.task_state,
+                      status=status, locked=self.locked,
+                      locked_reason=self.locked_reason,
+                      metadata=dict(self.metadata))
+
+
+class MemoryNova:
+    """An in-memory Nova facade. An evacuation advances one migration
+    status per poll of ``list_evacuations``: accepted -> rebuilding ->
+    done (the host moves to ``dest``)."""
+
+    STEPS = ("accepted", "rebuilding", "done")
+
+    def __init__(self, dest: str = "compute-2",
+                 active_ends_stopped: bool = False) -> None:
+        self.dest = dest
+        self.active_ends_stopped = active_ends_stopped   # microversion 2.95
+        self.retries = 1
+        self.services: dict[str, ComputeService] = {}
+        self.servers: dict[str, FakeServer] = {}
+        self.migrations: list[dict[str, Any]] = []
+        self.calls: list[tuple] = []
+        self.errors: dict[tuple[str, str], list[Exception]] = {}
+        self.outcomes: dict[str, str] = {}   # uuid -> "error" | "hang"
+        self.acted_then_failed: set[str] = set()
+        self._ids = itertools.count(1)
+
+    # -- set-up ------------------------------------------------------------
+    def add_service(self, host: str, state: str = "down",
+                    status: str = "enabled", forced_down: bool = False):
+        self.services[host] = ComputeService(
+            id=f"svc-{host}", host=host, state=state, status=status,
+            forced_down=forced_down, disabled_reason=None)
+
+    def add_server(self, uuid: str, host: str = "compute-1", **fields):
+        self.servers[uuid] = FakeServer(id=uuid, name=f"vm-{uuid}",
+                                        host=host, **fields)
+        return self.servers[uuid]
+
+    def fail(self, method: str, key: str, *errors: Exception) -> None:
+        self.errors[(method, key)] = list(errors)
+
+    def _record(self, method: str, key: str, *args: Any) -> None:
+        self.calls.append((method, key, *args))
+        pending = self.errors.get((method, key))
+        if pending:
+            raise pending.pop(0)
+
+    def names(self) -> list[str]:
+        return [call[0] for call in self.calls]
+
+    # -- the facade ----------------------------------------------------------
+    def get_compute_service(self, host: str) -> ComputeService:
+        self._record("get_compute_service", host)
+        if host not in self.services:
+            raise exception.UnknownHost(f"no service {host}")
+        return self.services[host]
+
+    def force_down(self, service: ComputeService, forced: bool) -> None:
+        self._record("force_down", service.host, forced)
+        state = "down" if forced else service.state
+        self.services[service.host] = dataclasses.replace(
+            self.services[service.host], forced_down=forced, state=state)
+
+    def disable(self, service: ComputeService, reason: str) -> None:
+        self._record("disable", service.host, reason)
+        self.services[service.host] = dataclasses.replace(
+            self.services[service.host], status="disabled",
+            disabled_reason=reason)
+
+    def enable(self, service: ComputeService) -> None:
+        self._record("enable", service.host)
+        self.services[service.host] = dataclasses.replace(
+            self.services[service.host], status="enabled",
+            disabled_reason=None)
+
+    def list_servers(self, host: str) -> list[Server]:
+        self._record("list_servers", host)
+        return [s.snapshot() for s in self.servers.values() if s.host == host]
+
+    def get_server(self, uuid: str) -> Server:
+        self._record("get_server", uuid)
+        return self.servers[uuid].snapshot()
+
+    def lock(self, uuid: str, reason: str) -> None:
+        self._record("lock", uuid, reason)
+        server = self.servers[uuid]
+        server.locked, server.locked_reason = True, reason
+
+    def unlock(self, uuid: str) -> None:
+        self._record("unlock", uuid)
+        server = self.servers[uuid]
+        server.locked, server.locked_reason = False, None
+
+    def reset_state(self, uuid: str, state: str) -> None:
+        self._record("reset_state", uuid, state)
+        server = self.servers[uuid]
+        server.vm_state, server.task_state = state, None
+
+    def stop(self, uuid: str) -> None:
+        self._record("stop", uuid)
+        self.servers[uuid].vm_state = "stopped"
+
+    def start(self, uuid: str) -> None:
+        self._record("start", uuid)
+        self.servers[uuid].vm_state = "active"
+
+    def evacuate(self, uuid: str) -> None:
+        server = self.servers[uuid]
+        if uuid in self.acted_then_failed:
+            self.acted_then_failed.discard(uuid)
+            self._begin_evacuation(server)
+            self.calls.append(("evacuate", uuid))
+            raise exception.NovaError("lost answer", status=502)
+        self._record("evacuate", uuid)
+        if server.task_state is not None:
+            raise exception.NovaConflict("task_state set", status=409)
+        self._begin_evacuation(server)
+
+    def _begin_evacuation(self, server: FakeServer) -> None:
+        server.task_state = "rebuilding"
+        self.migrations.append({"id": next(self._ids), "uuid": server.id,
+                                "source": server.host, "step": 0})
+
+    def list_evacuations(self, source_host: str, changes_since: str):
+        self._record("list_evacuations", source_host)
+        found = []
+        for record in self.migrations:
+            if record["source"] != source_host:
+                continue
+            self._advance(record)
+            found.append(Migration(
+                id=record["id"], uuid=f"mig-{record['id']}",
+                instance_uuid=record["uuid"], status=record["status"],
+                source_compute=source_host, dest_compute=self.dest))
+        return found
+
+    def _advance(self, record: dict[str, Any]) -> None:
+        server = self.servers[record["uuid"]]
+        outcome = self.outcomes.get(server.id)
+        if outcome == "hang" or record.get("status") in ("done", "error"):
+            record.setdefault("status", "accepted")
+            return
+        record["step"] = min(record["step"] + 1, len(self.STEPS) - 1)
+        record["status"] = self.STEPS[record["step"]]
+        if outcome == "error" and record["status"] == "done":
+            record["status"] = "error"
+            server.vm_state, server.task_state = "error", None
+        elif record["status"] == "done":
+            server.host, server.task_state = self.dest, None
+            if server.vm_state == "error" or (
+                    server.vm_state == "active" and not
+                    self.active_ends_stopped):
+                server.vm_state = "active"
+            elif server.vm_state == "active":
+                server.vm_state = "stopped"
+
+
+def make_env(nova: MemoryNova, clock: FakeClock | None = None,
+             recorder: ListRecorder | None = None, **overrides: Any) -> Env:
+    return Env(nova=nova, clock=clock or FakeClock(),
+               settings=settings(**overrides),
+               recorder=recorder or ListRecorder())

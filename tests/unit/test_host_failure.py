@@ -1,0 +1,250 @@
+"""The host-level steps and the orchestration of a host recovery."""
+
+import pytest
+
+from recovery import exception
+from recovery.flows import base
+from recovery.flows import host_failure as hf
+from recovery.results import HostReport, Outcome
+from tests.unit.fakes import FakeClock, MemoryNova, SyncPool, make_env
+
+HOST = "compute-1"
+
+
+def nova_with(state="down", forced_down=False, status="enabled"):
+    nova = MemoryNova()
+    nova.add_service(HOST, state=state, forced_down=forced_down,
+                     status=status)
+    return nova
+
+
+def ctx_for(nova, host_is_off=False):
+    env = make_env(nova)
+    return hf.HostContext(env=env, host=HOST, host_is_off=host_is_off,
+                          report=HostReport(HOST, env.clock.now()))
+
+
+def recover(nova, **kwargs):
+    return hf.recover_host(make_env(nova), HOST, pool_factory=SyncPool,
+                           **kwargs)
+
+
+MUTATIONS = {"force_down", "disable", "enable", "lock", "unlock",
+             "reset_state", "evacuate", "stop", "start"}
+
+
+def mutations(nova):
+    return [c for c in nova.calls if c[0] in MUTATIONS]
+
+
+# -- verify-host-down --------------------------------------------------------
+def test_verify_refuses_a_host_that_heartbeats():
+    nova = nova_with(state="up")
+    with pytest.raises(exception.HostNotDown, match="still heartbeats"):
+        hf.VerifyHostDown().execute(ctx_for(nova))
+
+
+@pytest.mark.parametrize("state,forced,asserted", [
+    ("down", False, False), ("up", True, False), ("up", False, True)])
+def test_verify_accepts(state, forced, asserted):
+    nova = nova_with(state=state, forced_down=forced)
+    ctx = ctx_for(nova, host_is_off=asserted)
+    hf.VerifyHostDown().execute(ctx)
+    assert ctx.service.host == HOST
+
+
+def test_unknown_host():
+    with pytest.raises(exception.UnknownHost):
+        hf.VerifyHostDown().execute(ctx_for(MemoryNova()))
+
+
+# -- force-down and disable ----------------------------------------------------
+def test_force_down_then_rollback():
+    nova = nova_with()
+    ctx = ctx_for(nova)
+    hf.VerifyHostDown().execute(ctx)
+    hf.ForceDown().execute(ctx)
+    assert nova.services[HOST].forced_down
+    hf.ForceDown().rollback(ctx, RuntimeError())
+    assert not nova.services[HOST].forced_down
+
+
+def test_force_down_leaves_an_already_forced_host_alone():
+    nova = nova_with(forced_down=True)
+    ctx = ctx_for(nova)
+    hf.VerifyHostDown().execute(ctx)
+    hf.ForceDown().execute(ctx)
+    hf.ForceDown().rollback(ctx, RuntimeError())
+    assert mutations(nova) == []
+
+
+def test_force_down_waits_for_nova_to_report_down():
+    nova = nova_with(state="up")
+    ctx = ctx_for(nova, host_is_off=True)
+    hf.VerifyHostDown().execute(ctx)
+    hf.ForceDown().execute(ctx)
+    assert nova.names()[-2:] == ["force_down", "get_compute_service"]
+
+
+def test_disable_with_reason_and_rollback():
+    nova = nova_with()
+    ctx = ctx_for(nova)
+    hf.VerifyHostDown().execute(ctx)
+    hf.Disable().execute(ctx)
+    assert nova.services[HOST].disabled_reason == "host down"
+    hf.Disable().rollback(ctx, RuntimeError())
+    assert nova.services[HOST].status == "enabled"
+
+
+def test_disable_keeps_an_existing_disable():
+    nova = nova_with(status="disabled")
+    ctx = ctx_for(nova)
+    hf.VerifyHostDown().execute(ctx)
+    hf.Disable().execute(ctx)
+    hf.Disable().rollback(ctx, RuntimeError())
+    assert mutations(nova) == []
+
+
+# -- orchestration -------------------------------------------------------------
+def test_refused_host_changes_nothing():
+    nova = nova_with(state="up")
+    nova.add_server("a")
+    with pytest.raises(exception.HostNotDown):
+        recover(nova)
+    assert mutations(nova) == []
+
+
+def test_order_isolate_then_list_then_recover():
+    nova = nova_with()
+    nova.add_server("a")
+    report = recover(nova)
+    names = [n for n in nova.names() if n != "get_compute_service"]
+    assert names[:3] == ["force_down", "disable", "list_servers"]
+    assert report.instances[0].outcome is Outcome.RECOVERED
+
+
+def test_isolation_is_undone_when_listing_fails():
+    nova = nova_with()
+    nova.fail("list_servers", HOST, exception.NovaUnreachable("gone"))
+    with pytest.raises(exception.NovaUnreachable):
+        recover(nova)
+    assert [c[0] for c in mutations(nova)] == [
+        "force_down", "disable", "enable", "force_down"]
+    assert not nova.services[HOST].forced_down
+    assert nova.services[HOST].status == "enabled"
+
+
+def test_run_steps_rolls_back_in_reverse_and_reraises():
+    undone = []
+
+    class Ok(base.Step):
+        def __init__(self, name):
+            self.name = name
+
+        def execute(self, ctx):
+            pass
+
+        def rollback(self, ctx, exc):
+            undone.append(self.name)
+
+    class Boom(base.Step):
+        def execute(self, ctx):
+            raise ValueError("boom")
+
+    with pytest.raises(ValueError, match="boom"):
+        base.run_steps([Ok("one"), Ok("two"), Boom()], None)
+    assert undone == ["two", "one"]
+
+
+def test_one_failure_does_not_stop_the_others():
+    nova = nova_with()
+    for uuid in "abc":
+        nova.add_server(uuid)
+    nova.outcomes["b"] = "error"
+    report = recover(nova)
+    outcomes = {r.uuid: r.outcome for r in report.instances}
+    assert outcomes == {"a": Outcome.RECOVERED, "b": Outcome.FAILED,
+                        "c": Outcome.RECOVERED}
+    assert not report.succeeded
+
+
+def test_pool_is_sized_by_threads():
+    nova = nova_with()
+    sizes = []
+
+    def factory(size):
+        sizes.append(size)
+        return SyncPool(size)
+
+    hf.recover_host(make_env(nova, threads=7), HOST, pool_factory=factory)
+    assert sizes == [7]
+
+
+def test_worker_exception_becomes_a_failed_result():
+    nova = nova_with()
+    nova.add_server("a")
+
+    class Exploding(SyncPool):
+        def run(self, fn, items):
+            return super().run(lambda item: 1 / 0, items)
+
+    report = hf.recover_host(make_env(nova), HOST, pool_factory=Exploding)
+    assert report.instances[0].outcome is Outcome.FAILED
+    assert "ZeroDivisionError" in report.instances[0].reason
+
+
+def test_instance_appearing_during_recovery_is_recovered():
+    nova = nova_with()
+    nova.add_server("a")
+    original = nova.list_servers
+
+    def list_servers(host):
+        found = original(host)
+        if "late" not in nova.servers:
+            nova.add_server("late")
+        return found
+
+    nova.list_servers = list_servers
+    report = recover(nova)
+    assert {r.uuid: r.outcome for r in report.instances} == {
+        "a": Outcome.RECOVERED, "late": Outcome.RECOVERED}
+
+
+def test_skipped_instances_are_reported_with_reason():
+    nova = nova_with()
+    nova.add_server("a", vm_state="paused")
+    report = recover(nova)
+    assert report.instances[0].outcome is Outcome.SKIPPED
+    assert "paused" in report.instances[0].reason
+    assert report.succeeded
+
+
+def test_dry_run_changes_nothing_and_plans():
+    nova = nova_with()
+    nova.add_server("a", task_state="rebooting")
+    nova.add_server("b", vm_state="paused")
+    nova.add_server("c", locked=True, locked_reason="owner")
+    report = hf.recover_host(make_env(nova), HOST, dry_run=True,
+                             pool_factory=SyncPool)
+    assert mutations(nova) == []
+    plan = {r.uuid: (r.outcome, r.reason) for r in report.instances}
+    assert plan["a"] == (Outcome.PLANNED,
+                         "reset task_state rebooting, evacuate")
+    assert plan["b"][0] is Outcome.SKIPPED
+    assert plan["c"] == (Outcome.PLANNED, "evacuate, leave the existing lock")
+
+
+def test_dry_run_still_refuses_a_live_host():
+    nova = nova_with(state="up")
+    with pytest.raises(exception.HostNotDown):
+        hf.recover_host(make_env(nova), HOST, dry_run=True,
+                        pool_factory=SyncPool)
+
+
+def test_report_times_come_from_the_clock():
+    nova = nova_with()
+    clock = FakeClock()
+    clock.t = 5
+    report = hf.recover_host(make_env(nova, clock), HOST,
+                             pool_factory=SyncPool)
+    assert report.started_at == report.finished_at == clock.now()

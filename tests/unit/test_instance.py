@@ -1,0 +1,159 @@
+"""The per-instance state machine over the table of instance states."""
+
+import pytest
+
+from recovery import exception
+from recovery.flows.instance import InstanceRecovery
+from recovery.flows.watcher import EvacuationWatcher
+from recovery.results import InstanceResult, Outcome
+from tests.unit.fakes import FakeClock, ListRecorder, MemoryNova, make_env
+
+SOURCE = "compute-1"
+
+
+def recover(nova: MemoryNova, uuid: str, **overrides):
+    clock = FakeClock()
+    recorder = ListRecorder()
+    env = make_env(nova, clock, recorder, **overrides)
+    server = nova.servers[uuid].snapshot()
+    result = InstanceResult(uuid=uuid, name=server.name, source_host=SOURCE,
+                            original_state=server.vm_state)
+    watcher = EvacuationWatcher(nova, SOURCE, clock,
+                                env.settings.poll_interval)
+    InstanceRecovery(env, watcher, server, result).run()
+    return result, recorder, clock
+
+
+def actions(nova: MemoryNova, uuid: str) -> list[str]:
+    mutating = {"lock", "unlock", "reset_state", "evacuate", "stop",
+                "start"}
+    return [c[0] if c[0] != "reset_state" else f"reset_state:{c[2]}"
+            for c in nova.calls if c[0] in mutating and c[1] == uuid]
+
+
+@pytest.mark.parametrize("vm_state,task_state,expected_actions,final", [
+    ("active", None, ["lock", "evacuate", "unlock"], "active"),
+    ("stopped", None, ["lock", "evacuate", "unlock"], "stopped"),
+    ("error", None,
+     ["lock", "evacuate", "reset_state:error", "unlock"], "error"),
+    ("active", "rebooting",
+     ["lock", "reset_state:active", "evacuate", "unlock"], "active"),
+    ("error", "deleting",
+     ["lock", "reset_state:error", "evacuate", "reset_state:error",
+      "unlock"], "error"),
+])
+def test_state_table(vm_state, task_state, expected_actions, final):
+    nova = MemoryNova()
+    nova.add_server("a", vm_state=vm_state, task_state=task_state)
+    result, _, _ = recover(nova, "a")
+    assert result.outcome is Outcome.RECOVERED, result.reason
+    assert actions(nova, "a") == expected_actions
+    assert result.final_state == final
+    assert nova.servers["a"].vm_state == final
+    assert result.dest_host == "compute-2"
+    assert not nova.servers["a"].locked
+
+
+def test_active_instance_started_again_under_2_95_semantics():
+    nova = MemoryNova(active_ends_stopped=True)
+    nova.add_server("a")
+    result, _, _ = recover(nova, "a")
+    assert actions(nova, "a") == ["lock", "evacuate", "start", "unlock"]
+    assert nova.servers["a"].vm_state == "active"
+    assert result.final_state == "active"
+
+
+def test_lock_held_by_someone_else_is_left_alone():
+    nova = MemoryNova()
+    nova.add_server("a", locked=True, locked_reason="owner's maintenance")
+    result, _, _ = recover(nova, "a")
+    assert result.outcome is Outcome.RECOVERED
+    assert actions(nova, "a") == ["evacuate"]
+    assert nova.servers["a"].locked
+    assert nova.servers["a"].locked_reason == "owner's maintenance"
+
+
+def test_lock_left_by_a_crashed_run_is_released():
+    nova = MemoryNova()
+    nova.add_server("a", locked=True, locked_reason="recovery lock")
+    result, _, _ = recover(nova, "a")
+    assert actions(nova, "a") == ["evacuate", "unlock"]
+    assert not nova.servers["a"].locked
+
+
+def test_evacuation_ending_in_error_fails_fast_and_unlocks():
+    nova = MemoryNova()
+    nova.add_server("a")
+    nova.outcomes["a"] = "error"
+    result, _, clock = recover(nova, "a")
+    assert result.outcome is Outcome.FAILED
+    assert "evacuation error" in result.reason
+    assert not nova.servers["a"].locked
+    assert clock.t < 30   # did not wait for the timeout
+
+
+def test_evacuation_that_never_finishes_times_out_and_unlocks():
+    nova = MemoryNova()
+    nova.add_server("a")
+    nova.outcomes["a"] = "hang"
+    result, _, clock = recover(nova, "a", evacuation_timeout=20.0)
+    assert result.outcome is Outcome.FAILED
+    assert "gave up after 20s" in result.reason
+    assert clock.t == pytest.approx(20.0)
+    assert not nova.servers["a"].locked
+
+
+def test_evacuate_refused_is_not_retried():
+    nova = MemoryNova()
+    nova.add_server("a")
+    nova.fail("evacuate", "a", exception.NovaConflict("no", status=400))
+    result, _, _ = recover(nova, "a")
+    assert result.outcome is Outcome.FAILED
+    assert actions(nova, "a") == ["lock", "evacuate", "unlock"]
+
+
+def test_evacuate_with_lost_answer_is_not_repeated():
+    nova = MemoryNova()
+    nova.add_server("a")
+    nova.acted_then_failed.add("a")
+    result, _, _ = recover(nova, "a")
+    assert result.outcome is Outcome.RECOVERED, result.reason
+    assert actions(nova, "a").count("evacuate") == 1
+
+
+def test_evacuate_that_failed_before_nova_acted_is_retried():
+    nova = MemoryNova()
+    nova.add_server("a")
+    nova.fail("evacuate", "a", exception.NovaUnreachable("timed out"))
+    result, _, _ = recover(nova, "a")
+    assert result.outcome is Outcome.RECOVERED, result.reason
+    assert actions(nova, "a") == ["lock", "evacuate", "evacuate", "unlock"]
+
+
+def test_unexpected_exception_becomes_a_failed_result_and_unlocks():
+    nova = MemoryNova()
+    nova.add_server("a")
+    nova.fail("evacuate", "a", RuntimeError("boom"))
+    result, _, _ = recover(nova, "a")
+    assert result.outcome is Outcome.FAILED
+    assert "boom" in result.reason
+    assert not nova.servers["a"].locked
+
+
+def test_unlock_failure_is_reported():
+    nova = MemoryNova()
+    nova.add_server("a")
+    nova.fail("unlock", "a", exception.NovaUnreachable("down"))
+    result, _, _ = recover(nova, "a")
+    assert result.outcome is Outcome.FAILED
+    assert "left locked" in result.reason
+
+
+def test_each_phase_is_recorded_before_its_side_effect():
+    nova = MemoryNova()
+    nova.add_server("a", task_state="rebooting")
+    _, recorder, _ = recover(nova, "a")
+    phases = [phase for _, phase, _ in recorder.events]
+    assert phases == ["locking", "resetting", "evacuating", "confirming",
+                      "restoring", "unlocking", "done"]
+    assert recorder.events[-1][2] == "recovered"
