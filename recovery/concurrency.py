@@ -10,9 +10,11 @@ changing this file only.
 import dataclasses
 import datetime
 import time
-from collections.abc import Callable, Iterable
 import warnings
-from typing import Any, Protocol
+from collections.abc import Callable
+from collections.abc import Iterable
+from typing import Any
+from typing import Protocol
 
 # The project is built on eventlet on purpose (see README); its deprecation
 # notice would print on every operator command.

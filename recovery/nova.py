@@ -23,7 +23,8 @@ repeat a POST whose response was lost.
 
 import logging
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
+from typing import TypeVar
 
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
@@ -33,7 +34,9 @@ from oslo_config import cfg
 
 from recovery import exception
 from recovery.concurrency import Clock
-from recovery.models import ComputeService, Migration, Server
+from recovery.models import ComputeService
+from recovery.models import Migration
+from recovery.models import Server
 
 LOG = logging.getLogger(__name__)
 

@@ -4,7 +4,8 @@ import dataclasses
 import datetime
 import enum
 from collections import Counter
-from typing import Any, Protocol
+from typing import Any
+from typing import Protocol
 
 
 class Outcome(str, enum.Enum):

@@ -16,7 +16,8 @@ from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.cmd import output
 from recovery.concurrency import Clock
-from recovery.flows.context import Env, Settings
+from recovery.flows.context import Env
+from recovery.flows.context import Settings
 from recovery.flows.host_failure import recover_host
 from recovery.nova import load_nova
 from recovery.results import NullRecorder

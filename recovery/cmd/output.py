@@ -6,7 +6,9 @@ from typing import TextIO
 
 import prettytable
 
-from recovery.results import HostReport, InstanceResult, Phase
+from recovery.results import HostReport
+from recovery.results import InstanceResult
+from recovery.results import Phase
 
 
 class ProgressPrinter:
@@ -27,7 +29,8 @@ class ProgressPrinter:
 
 def _seconds(result: InstanceResult) -> str:
     if result.started_at and result.finished_at:
-        return f"{(result.finished_at - result.started_at).total_seconds():.1f}"
+        elapsed = result.finished_at - result.started_at
+        return f"{elapsed.total_seconds():.1f}"
     return ""
 
 

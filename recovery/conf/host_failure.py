@@ -1,4 +1,4 @@
-"""``[host_failure]`` options: what the host-failure flow does and waits for."""
+"""``[host_failure]`` options: what the flow does and waits for."""
 
 from oslo_config import cfg
 

@@ -19,10 +19,14 @@ from recovery import exception
 from recovery.flows import base
 from recovery.flows.context import Env
 from recovery.flows.instance import InstanceRecovery
-from recovery.flows.selection import order_for_recovery, skip_reason
+from recovery.flows.selection import order_for_recovery
+from recovery.flows.selection import skip_reason
 from recovery.flows.watcher import EvacuationWatcher
-from recovery.models import ComputeService, Server
-from recovery.results import HostReport, InstanceResult, Outcome
+from recovery.models import ComputeService
+from recovery.models import Server
+from recovery.results import HostReport
+from recovery.results import InstanceResult
+from recovery.results import Outcome
 from recovery.waiting import wait_for
 
 LOG = logging.getLogger(__name__)

@@ -11,7 +11,9 @@ from recovery import exception
 from recovery.flows.context import Env
 from recovery.flows.watcher import EvacuationWatcher
 from recovery.models import Server
-from recovery.results import InstanceResult, Outcome, Phase
+from recovery.results import InstanceResult
+from recovery.results import Outcome
+from recovery.results import Phase
 from recovery.waiting import wait_for
 
 LOG = logging.getLogger(__name__)

@@ -13,8 +13,11 @@ from typing import Any
 
 from recovery import exception
 from recovery.concurrency import TaskOutcome
-from recovery.flows.context import Env, Settings
-from recovery.models import ComputeService, Migration, Server
+from recovery.flows.context import Env
+from recovery.flows.context import Settings
+from recovery.models import ComputeService
+from recovery.models import Migration
+from recovery.models import Server
 from recovery.results import InstanceResult
 
 

@@ -5,8 +5,12 @@ import pytest
 from recovery import exception
 from recovery.flows import base
 from recovery.flows import host_failure as hf
-from recovery.results import HostReport, Outcome
-from tests.unit.fakes import FakeClock, MemoryNova, SyncPool, make_env
+from recovery.results import HostReport
+from recovery.results import Outcome
+from tests.unit.fakes import FakeClock
+from tests.unit.fakes import MemoryNova
+from tests.unit.fakes import SyncPool
+from tests.unit.fakes import make_env
 
 HOST = "compute-1"
 
@@ -58,7 +62,7 @@ def test_unknown_host():
         hf.VerifyHostDown().execute(ctx_for(MemoryNova()))
 
 
-# -- force-down and disable ----------------------------------------------------
+# -- force-down and disable --
 def test_force_down_then_rollback():
     nova = nova_with()
     ctx = ctx_for(nova)
@@ -105,7 +109,7 @@ def test_disable_keeps_an_existing_disable():
     assert mutations(nova) == []
 
 
-# -- orchestration -------------------------------------------------------------
+# -- orchestration --
 def test_refused_host_changes_nothing():
     nova = nova_with(state="up")
     nova.add_server("a")

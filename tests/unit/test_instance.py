@@ -5,8 +5,12 @@ import pytest
 from recovery import exception
 from recovery.flows.instance import InstanceRecovery
 from recovery.flows.watcher import EvacuationWatcher
-from recovery.results import InstanceResult, Outcome
-from tests.unit.fakes import FakeClock, ListRecorder, MemoryNova, make_env
+from recovery.results import InstanceResult
+from recovery.results import Outcome
+from tests.unit.fakes import FakeClock
+from tests.unit.fakes import ListRecorder
+from tests.unit.fakes import MemoryNova
+from tests.unit.fakes import make_env
 
 SOURCE = "compute-1"
 

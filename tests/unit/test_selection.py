@@ -1,7 +1,9 @@
 import pytest
 
-from recovery.flows.selection import order_for_recovery, skip_reason
-from tests.unit.fakes import FakeServer, settings
+from recovery.flows.selection import order_for_recovery
+from recovery.flows.selection import skip_reason
+from tests.unit.fakes import FakeServer
+from tests.unit.fakes import settings
 
 
 def server(vm_state="active", ha=None, **fields):

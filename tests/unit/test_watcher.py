@@ -1,7 +1,8 @@
 """One poll per interval serves every instance in flight."""
 
 from recovery.flows.watcher import EvacuationWatcher
-from tests.unit.fakes import FakeClock, MemoryNova
+from tests.unit.fakes import FakeClock
+from tests.unit.fakes import MemoryNova
 
 
 def test_poll_count_per_interval_does_not_grow_with_instances():
