@@ -1,0 +1,180 @@
+"""The asynchronous part of an evacuation (conductor, scheduler, compute).
+
+Timeline, L = evacuation_latency:
+  API (synchronous): task_state rebuilding, migration "accepted"
+  0.2 L  scheduler picks the destination: migration "pre-migrating",
+         or NoValidHost: migration "error", vm_state error
+  0.4 L  destination compute starts the rebuild: migration "rebuilding"
+  0.7 L  task_state rebuild_spawning
+  1.0 L  vm_state final, task_state None     (the nova 34 gotcha: the
+  1.0 L + host_move_lag  host/node move, migration "done"   host lags)
+A destination whose compute is not running never answers: it hangs.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any
+
+from tests.fakenova.errors import RequestContext
+from tests.fakenova.state import (FINAL_MIGRATION_STATUSES, NOSTATE,
+                                  POWER_FOR_VM_STATE, Migration, Server,
+                                  State, node_name, utcnow)
+
+REBUILD_TASK_STATES = ("rebuilding", "rebuild_block_device_mapping",
+                       "rebuild_spawning")
+
+
+class Evacuation:
+    def __init__(self, state: State, ctx: RequestContext, server: Server,
+                 host: str | None, force: bool) -> None:
+        self.state = state
+        self.server = server
+        self.requested_host = host
+        self.force = force
+        self.stop_at_end = ctx.at_least("2.95")
+        self.original_vm_state = server.vm_state
+        self.outcome = server.evacuation_outcome
+        self.migration: Migration | None = None
+        self.call: dict[str, Any] = {}
+        self.latency = state.evacuation_latency
+
+    # -- API side --------------------------------------------------------
+    def accept(self) -> None:
+        state, server = self.state, self.server
+        server.task_state = "rebuilding"
+        server.fault = None
+        state.touch(server)
+        self.migration = Migration(
+            state.next_id(), str(uuid.uuid4()), server.uuid, server.host,
+            server.node, self.requested_host, None, None, "accepted",
+            "evacuation", server.user_id, server.project_id, utcnow())
+        state.migrations.append(self.migration)
+        self.call = {"uuid": server.uuid, "source": server.host,
+                     "target": self.requested_host, "dest": None,
+                     "time": time.time()}
+        state.evacuate_calls.append(self.call)
+        state.call_later(0.2 * self.latency, self._schedule)
+
+    # -- helpers ---------------------------------------------------------
+    def _set_status(self, status: str) -> None:
+        assert self.migration is not None
+        self.state.set_migration_status(self.migration, status)
+
+    def _still_ours(self) -> bool:
+        """Someone reset the state meanwhile: the rebuild gives up."""
+        if self.server.task_state in REBUILD_TASK_STATES:
+            return True
+        self._set_status("failed")
+        return False
+
+    def _dest_running(self, host: str) -> bool:
+        service = self.state.computes.get(host)
+        return service is not None and service.running
+
+    def _fail(self, status: str, message: str, code: int) -> None:
+        server = self.server
+        self._set_status(status)
+        server.vm_state = "error"
+        server.task_state = None
+        server.fault = {"code": code, "message": message,
+                        "created": utcnow()}
+        self.state.touch(server)
+
+    # -- scheduler -------------------------------------------------------
+    def _schedule(self) -> None:
+        if not self._still_ours():
+            return
+        dest = self._pick_destination()
+        if dest is None:
+            self._fail("error", "No valid host was found. There are not "
+                       "enough hosts available.", 500)
+            return
+        assert self.migration is not None
+        service = self.state.computes[dest]
+        self.migration.dest_compute = dest
+        self.migration.dest_node = node_name(dest)
+        self.migration.dest_host = service.ip
+        self.call["dest"] = dest
+        self._set_status("pre-migrating")
+        if self._dest_running(dest):
+            self.state.call_later(0.2 * self.latency, self._rebuild)
+
+    def _acceptable(self, host: str) -> bool:
+        service = self.state.computes.get(host)
+        return (service is not None and service.up and not service.disabled
+                and not service.trait_disabled and host != self.server.host)
+
+    def _load(self, host: str) -> int:
+        """Servers on the host plus in-flight moves claimed to it."""
+        on_host = sum(1 for s in self.state.servers.values()
+                      if s.host == host)
+        claimed = sum(1 for m in self.state.migrations
+                      if m.dest_compute == host and m is not self.migration
+                      and m.status not in FINAL_MIGRATION_STATUSES)
+        return on_host + claimed
+
+    def _pick_destination(self) -> str | None:
+        if self.requested_host is not None:
+            if self.force or self._acceptable(self.requested_host):
+                return self.requested_host
+            return None
+        candidates = [h for h in sorted(self.state.computes)
+                      if self._acceptable(h)]
+        if not candidates:
+            return None
+        return min(candidates, key=self._load)
+
+    # -- destination compute --------------------------------------------
+    def _rebuild(self) -> None:
+        if not self._still_ours():
+            return
+        self._set_status("rebuilding")
+        if self.outcome == "hang":
+            return
+        if self.outcome == "error":
+            self.state.call_later(0.3 * self.latency, self._rebuild_failed)
+            return
+        self.state.call_later(0.3 * self.latency, self._spawn)
+
+    def _rebuild_failed(self) -> None:
+        if not self._still_ours():
+            return
+        self.server.power_state = NOSTATE
+        self._fail("failed", "Rebuild failed on the destination "
+                   "(set_evacuation_outcome error)", 500)
+
+    def _spawn(self) -> None:
+        if not self._still_ours():
+            return
+        self.server.task_state = "rebuild_spawning"
+        self.state.touch(self.server)
+        self.state.call_later(0.3 * self.latency, self._finish)
+
+    def _final_vm_state(self) -> str:
+        if self.original_vm_state == "stopped":
+            return "stopped"
+        if self.original_vm_state == "error":
+            return "active"
+        return "stopped" if self.stop_at_end else "active"
+
+    def _finish(self) -> None:
+        if not self._still_ours():
+            return
+        server = self.server
+        server.vm_state = self._final_vm_state()
+        server.power_state = POWER_FOR_VM_STATE[server.vm_state]
+        server.task_state = None
+        self.state.touch(server)
+        self.state.call_later(self.state.host_move_lag, self._move_host)
+
+    def _move_host(self) -> None:
+        """resource tracker finish_evacuation(): host, node, "done"."""
+        assert self.migration is not None
+        dest = self.migration.dest_compute
+        assert dest is not None
+        self.server.host = dest
+        self.server.node = node_name(dest)
+        self.state.touch(self.server)
+        self._set_status("done")
