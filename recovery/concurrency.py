@@ -18,7 +18,7 @@ from typing import Protocol
 
 # The project is built on eventlet on purpose (see README); its deprecation
 # notice would print on every operator command.
-warnings.filterwarnings("ignore", message="Eventlet is deprecated")
+warnings.filterwarnings("ignore", message=r"(?s).*Eventlet is deprecated")
 
 import eventlet  # noqa: E402
 import eventlet.patcher  # noqa: E402

@@ -10,7 +10,11 @@ from typing import Any
 
 from tests.fakenova import errors
 from tests.fakenova.errors import RequestContext
-from tests.fakenova.state import Aggregate, Migration, Service, State
+from tests.fakenova.state import Aggregate
+from tests.fakenova.state import Migration
+from tests.fakenova.state import Service
+from tests.fakenova.state import State
+from tests.fakenova.state import utcnow
 
 _TRUE = ("1", "t", "true", "on", "y", "yes")
 _FALSE = ("0", "f", "false", "off", "n", "no")
@@ -66,11 +70,11 @@ def update_service(state: State, ctx: RequestContext, service_id: str,
         forced_down = parse_bool(body["forced_down"], "forced_down")
         if not forced_down:
             _check_for_evacuations(state, service.host)
+    service.forced_down = forced_down
     if "status" in body:
         disabled = body["status"] == "disabled"
         reason = body.get("disabled_reason") if disabled else None
         set_status(service, disabled, reason)
-    service.forced_down = forced_down
     return service
 
 
@@ -258,7 +262,7 @@ def aggregate_action(state: State, ctx: RequestContext, ident: str,
         _add_host(state, aggregate, host)
     else:
         _remove_host(aggregate, host)
-    aggregate.updated_at = state_now()
+    aggregate.updated_at = utcnow()
     return aggregate
 
 
@@ -277,7 +281,3 @@ def _remove_host(aggregate: Aggregate, host: str) -> None:
                                f"{aggregate.id}: not found")
     aggregate.hosts.remove(host)
 
-
-def state_now() -> datetime.datetime:
-    from tests.fakenova.state import utcnow
-    return utcnow()

@@ -5,11 +5,16 @@ Callers hold ``state.lock``.
 
 from __future__ import annotations
 
+import secrets
 from typing import Any
 
-from tests.fakenova import errors, evacuation
+from tests.fakenova import errors
+from tests.fakenova import evacuation
+from tests.fakenova.admin import parse_bool
 from tests.fakenova.errors import RequestContext
-from tests.fakenova.state import POWER_FOR_VM_STATE, Server, State
+from tests.fakenova.state import POWER_FOR_VM_STATE
+from tests.fakenova.state import Server
+from tests.fakenova.state import State
 
 EVACUABLE_VM_STATES = ("active", "stopped", "error")
 
@@ -46,13 +51,24 @@ def check_lock(ctx: RequestContext, server: Server) -> None:
         raise errors.conflict(f"Instance {server.uuid} is locked")
 
 
+def validate_lock_body(ctx: RequestContext, body: Any) -> Any:
+    """2.73 schema: null or {"locked_reason": "1..255 chars"}."""
+    if not ctx.at_least("2.73") or body is None:
+        return body
+    if not isinstance(body, dict) or set(body) - {"locked_reason"}:
+        raise errors.bad_request(
+            f"Invalid input for field/attribute lock. Value: {body}.")
+    reason = body.get("locked_reason", "-")
+    if not isinstance(reason, str) or not 0 < len(reason) <= 255:
+        raise errors.bad_request(
+            f"Invalid input for field/attribute lock. Value: {body}.")
+    return body
+
+
 def lock(state: State, ctx: RequestContext, server: Server,
          body: Any) -> None:
     reason = None
     if ctx.at_least("2.73") and body is not None:
-        if not isinstance(body, dict) or set(body) - {"locked_reason"}:
-            raise errors.bad_request(
-                f"Invalid input for field/attribute lock. Value: {body}.")
         reason = body.get("locked_reason")
     is_owner = server.project_id == ctx.project_id
     if server.locked and is_owner:
@@ -79,15 +95,19 @@ def unlock(state: State, ctx: RequestContext, server: Server) -> None:
     state.record_lock_event(server, "unlock", expected, reason)
 
 
-def reset_state(state: State, ctx: RequestContext, server: Server,
-                body: Any) -> None:
-    require_admin(ctx, "os_compute_api:os-admin-actions:reset_state")
+def validate_reset_state_body(ctx: RequestContext, body: Any) -> dict:
     wanted = body.get("state") if isinstance(body, dict) else None
     if wanted not in ("active", "error"):
         raise errors.bad_request(
             "Invalid input for field/attribute state. Value: "
             f"{wanted}. {wanted!r} is not one of ['active', 'error']")
-    server.vm_state = wanted
+    return body
+
+
+def reset_state(state: State, ctx: RequestContext, server: Server,
+                body: dict) -> None:
+    require_admin(ctx, "os_compute_api:os-admin-actions:reset_state")
+    server.vm_state = body["state"]
     server.task_state = None
     state.touch(server)
 
@@ -117,7 +137,8 @@ def _power_transition(state: State, server: Server, task_state: str,
 
 def _finish_power(state: State, server: Server, task_state: str,
                   vm_state: str) -> None:
-    if server.task_state != task_state:
+    service = state.computes.get(server.host)
+    if server.task_state != task_state or not (service and service.running):
         return
     server.vm_state = vm_state
     server.power_state = POWER_FOR_VM_STATE[vm_state]
@@ -126,13 +147,17 @@ def _finish_power(state: State, server: Server, task_state: str,
 
 
 def evacuate(state: State, ctx: RequestContext, server: Server,
-             body: Any) -> None:
+             body: dict) -> dict | None:
+    """Body already validated (validate_evacuate_body)."""
     require_admin(ctx, "os_compute_api:os-evacuate")
-    body = _validate_evacuate_body(ctx, body)
     host = body.get("host")
-    force = bool(body.get("force")) if ctx.at_least("2.29") else False
-    if force and not host:
-        raise errors.bad_request("Can't force to a non-provided destination")
+    force = False
+    if ctx.at_least("2.29"):
+        force = parse_bool(body.get("force", False), "force")
+        if force and not host:
+            raise errors.bad_request(
+                "Can't force to a non-provided destination")
+    password = _evacuate_password(ctx, body)
     if host is not None and host not in state.computes:
         raise errors.not_found(f"Compute host {host} not found.")
     if server.host == host:
@@ -143,9 +168,24 @@ def evacuate(state: State, ctx: RequestContext, server: Server,
         raise errors.bad_request(
             f"Compute service of {server.host} is still in use.")
     evacuation.Evacuation(state, ctx, server, host, force).accept()
+    if not ctx.at_least("2.14"):
+        return {"adminPass": password}
+    return None  # 200 with an empty body from 2.14
 
 
-def _validate_evacuate_body(ctx: RequestContext, body: Any) -> dict:
+def _evacuate_password(ctx: RequestContext, body: dict) -> str | None:
+    if ctx.at_least("2.14"):
+        return body.get("adminPass") or secrets.token_urlsafe(9)
+    shared = parse_bool(body["onSharedStorage"], "onSharedStorage")
+    if "adminPass" in body:
+        if shared:
+            raise errors.bad_request(
+                "admin password can't be changed on existing disk")
+        return body["adminPass"]
+    return None if shared else secrets.token_urlsafe(9)
+
+
+def validate_evacuate_body(ctx: RequestContext, body: Any) -> dict:
     """The evacuate JSON schemas of 2.1, 2.14, 2.29 and 2.68."""
     if not isinstance(body, dict):
         raise errors.bad_request(

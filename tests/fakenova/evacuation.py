@@ -18,9 +18,14 @@ import uuid
 from typing import Any
 
 from tests.fakenova.errors import RequestContext
-from tests.fakenova.state import (FINAL_MIGRATION_STATUSES, NOSTATE,
-                                  POWER_FOR_VM_STATE, Migration, Server,
-                                  State, node_name, utcnow)
+from tests.fakenova.state import FINAL_MIGRATION_STATUSES
+from tests.fakenova.state import NOSTATE
+from tests.fakenova.state import POWER_FOR_VM_STATE
+from tests.fakenova.state import Migration
+from tests.fakenova.state import Server
+from tests.fakenova.state import State
+from tests.fakenova.state import node_name
+from tests.fakenova.state import utcnow
 
 REBUILD_TASK_STATES = ("rebuilding", "rebuild_block_device_mapping",
                        "rebuild_spawning")
@@ -69,9 +74,16 @@ class Evacuation:
         self._set_status("failed")
         return False
 
-    def _dest_running(self, host: str) -> bool:
-        service = self.state.computes.get(host)
+    def _dest_running(self, host: str | None) -> bool:
+        service = self.state.computes.get(host or "")
         return service is not None and service.running
+
+    def _may_continue(self) -> bool:
+        """A dead destination compute never answers: the move hangs."""
+        assert self.migration is not None
+        if not self._dest_running(self.migration.dest_compute):
+            return False
+        return self._still_ours()
 
     def _fail(self, status: str, message: str, code: int) -> None:
         server = self.server
@@ -128,7 +140,7 @@ class Evacuation:
 
     # -- destination compute --------------------------------------------
     def _rebuild(self) -> None:
-        if not self._still_ours():
+        if not self._may_continue():
             return
         self._set_status("rebuilding")
         if self.outcome == "hang":
@@ -139,14 +151,14 @@ class Evacuation:
         self.state.call_later(0.3 * self.latency, self._spawn)
 
     def _rebuild_failed(self) -> None:
-        if not self._still_ours():
+        if not self._may_continue():
             return
         self.server.power_state = NOSTATE
         self._fail("failed", "Rebuild failed on the destination "
                    "(set_evacuation_outcome error)", 500)
 
     def _spawn(self) -> None:
-        if not self._still_ours():
+        if not self._may_continue():
             return
         self.server.task_state = "rebuild_spawning"
         self.state.touch(self.server)
@@ -160,7 +172,7 @@ class Evacuation:
         return "stopped" if self.stop_at_end else "active"
 
     def _finish(self) -> None:
-        if not self._still_ours():
+        if not self._may_continue():
             return
         server = self.server
         server.vm_state = self._final_vm_state()
@@ -173,7 +185,8 @@ class Evacuation:
         """resource tracker finish_evacuation(): host, node, "done"."""
         assert self.migration is not None
         dest = self.migration.dest_compute
-        assert dest is not None
+        if dest is None or not self._dest_running(dest):
+            return
         self.server.host = dest
         self.server.node = node_name(dest)
         self.state.touch(self.server)

@@ -13,9 +13,10 @@ from collections.abc import Callable
 from typing import Any
 
 # nova.compute.power_state
-RUNNING, SHUTDOWN, NOSTATE = 1, 4, 0
+RUNNING, PAUSED, SHUTDOWN, SUSPENDED, NOSTATE = 1, 3, 4, 7, 0
 POWER_FOR_VM_STATE = {"active": RUNNING, "stopped": SHUTDOWN,
-                      "error": NOSTATE}
+                      "error": NOSTATE, "paused": PAUSED,
+                      "suspended": SUSPENDED}
 # migration statuses after which nothing happens any more
 FINAL_MIGRATION_STATUSES = ("done", "completed", "failed", "error")
 

@@ -1,0 +1,243 @@
+"""FakeNova: the control object tests use, serving over real HTTP."""
+
+from __future__ import annotations
+
+import copy
+import re
+import socketserver
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+from wsgiref import simple_server
+
+from tests.fakenova import views
+from tests.fakenova.app import NovaApp
+from tests.fakenova.state import Injection
+from tests.fakenova.state import State
+from tests.fakenova.state import utcnow
+
+EVACUATION_OUTCOMES = (None, "ok", "error", "hang")
+
+
+class _ThreadingWSGIServer(socketserver.ThreadingMixIn,
+                           simple_server.WSGIServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """Clients that gave up (timeouts) are not an error here."""
+
+
+class _QuietHandler(simple_server.WSGIRequestHandler):
+    def log_message(self, format: str, *args: Any) -> None:
+        """No access log on stderr."""
+
+
+class FakeNova:
+    """A fake Nova compute API on 127.0.0.1 with a Python control API."""
+
+    def __init__(self, evacuation_latency: float = 0.05,
+                 host_move_lag: float = 0.0, max_limit: int = 1000) -> None:
+        self._state = State(evacuation_latency, host_move_lag, max_limit)
+        self._httpd: _ThreadingWSGIServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------
+    def start(self) -> FakeNova:
+        httpd = _ThreadingWSGIServer(("127.0.0.1", 0), _QuietHandler)
+        httpd.set_app(NovaApp(self._state))
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.01},
+            name="fakenova-http", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._state.shutdown()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._httpd = self._thread = None
+
+    def __enter__(self) -> FakeNova:
+        return self.start()
+
+    def __exit__(self, *exc_info: Any) -> None:
+        self.stop()
+
+    @property
+    def endpoint(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("FakeNova is not started")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v2.1"
+
+    # -- knobs -----------------------------------------------------------
+    @property
+    def microversion_max(self) -> str:
+        return self._state.microversion_max
+
+    @microversion_max.setter
+    def microversion_max(self, value: str) -> None:
+        self._state.microversion_max = value
+
+    @property
+    def max_limit(self) -> int:
+        """Nova's [api]max_limit: the default and largest page size."""
+        return self._state.max_limit
+
+    @max_limit.setter
+    def max_limit(self, value: int) -> None:
+        self._state.max_limit = value
+
+    # -- building the world ---------------------------------------------
+    def add_compute(self, host: str, up: bool = True,
+                    status: str = "enabled", forced_down: bool = False,
+                    disabled_reason: str | None = None) -> str:
+        return self._state.add_compute(host, up, status, forced_down,
+                                       disabled_reason)
+
+    def add_server(self, name: str, host: str, vm_state: str = "active",
+                   task_state: str | None = None, project_id: str = "demo",
+                   user_id: str = "demo-user",
+                   metadata: dict[str, str] | None = None,
+                   locked_by: str | None = None,
+                   locked_reason: str | None = None) -> str:
+        return self._state.add_server(name, host, vm_state, task_state,
+                                      project_id, user_id, metadata,
+                                      locked_by, locked_reason)
+
+    def add_aggregate(self, name: str, hosts: list[str],
+                      availability_zone: str | None = None) -> int:
+        return self._state.add_aggregate(name, hosts, availability_zone)
+
+    # -- host failures ---------------------------------------------------
+    def fail_host(self, host: str) -> None:
+        """Heartbeats stop: the service is reported down at once."""
+        with self._state.lock:
+            service = self._compute(host)
+            if service.running:
+                service.running = False
+                service.last_seen = utcnow()
+
+    def restore_host(self, host: str) -> None:
+        """nova-compute restarts: heartbeats again, evacuated guests are
+        cleaned up ("done" evacuations become "completed") and the
+        COMPUTE_STATUS_DISABLED trait is synchronised."""
+        with self._state.lock:
+            service = self._compute(host)
+            service.running = True
+            service.last_seen = utcnow()
+            service.trait_disabled = service.disabled
+            for migration in self._state.migrations:
+                if (migration.source_compute == host
+                        and migration.migration_type == "evacuation"
+                        and migration.status == "done"):
+                    self._state.set_migration_status(migration,
+                                                     "completed")
+
+    def _compute(self, host: str) -> Any:
+        service = self._state.computes.get(host)
+        if service is None:
+            raise KeyError(f"unknown compute host {host}")
+        return service
+
+    def set_evacuation_outcome(self, uuid: str, outcome: str | None) -> None:
+        """"error": the rebuild fails; "hang": it never finishes;
+        None or "ok": evacuations of this server succeed again."""
+        if outcome not in EVACUATION_OUTCOMES:
+            raise ValueError(f"bad outcome {outcome!r}")
+        with self._state.lock:
+            server = self._state.servers[uuid]
+            server.evacuation_outcome = None if outcome == "ok" else outcome
+
+    def inject(self, method: str | None, path_regex: str, *,
+               action: str | None = None, status: int | None = None,
+               delay: float = 0.0, times: int = 1,
+               after: bool = False) -> None:
+        """Fault the next `times` requests matching method + path (re.search
+        on the full path, e.g. /v2.1/servers/detail) + server action."""
+        rule = Injection(method, re.compile(path_regex), action, status,
+                         delay, times, after)
+        with self._state.lock:
+            self._state.injections.append(rule)
+
+    # -- snapshots -------------------------------------------------------
+    def server(self, uuid: str) -> dict[str, Any]:
+        with self._state.lock:
+            server = self._state.servers[uuid]
+            return {
+                "id": server.uuid, "name": server.name,
+                "host": server.host, "node": server.node,
+                "vm_state": server.vm_state,
+                "task_state": server.task_state,
+                "power_state": server.power_state,
+                "status": views.server_status(server),
+                "locked": server.locked, "locked_by": server.locked_by,
+                "locked_reason": server.locked_reason,
+                "metadata": dict(server.metadata),
+                "project_id": server.project_id,
+                "user_id": server.user_id,
+            }
+
+    def servers(self) -> list[dict[str, Any]]:
+        with self._state.lock:
+            ids = [s.uuid for s in sorted(self._state.servers.values(),
+                                          key=lambda s: s.seq)]
+            return [self.server(ident) for ident in ids]
+
+    def service(self, host: str) -> dict[str, Any]:
+        with self._state.lock:
+            service = self._compute(host)
+            return {
+                "id": service.uuid, "host": service.host,
+                "state": "up" if service.up else "down",
+                "status": "disabled" if service.disabled else "enabled",
+                "forced_down": service.forced_down,
+                "disabled_reason": service.disabled_reason,
+                "running": service.running,
+                "placement_disabled": service.trait_disabled,
+            }
+
+    def migrations(self) -> list[dict[str, Any]]:
+        with self._state.lock:
+            return [{"id": m.id, "uuid": m.uuid,
+                     "instance_uuid": m.instance_uuid,
+                     "source_compute": m.source_compute,
+                     "dest_compute": m.dest_compute, "status": m.status,
+                     "migration_type": m.migration_type,
+                     "created_at": m.created_at,
+                     "updated_at": m.updated_at}
+                    for m in self._state.migrations]
+
+    @property
+    def evacuate_calls(self) -> list[dict[str, Any]]:
+        return self._records(self._state.evacuate_calls)
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        return self._records(self._state.requests)
+
+    @property
+    def lock_events(self) -> list[dict[str, Any]]:
+        return self._records(self._state.lock_events)
+
+    def _records(self, records: list[dict[str, Any]]) -> list[dict]:
+        with self._state.lock:
+            return copy.deepcopy(records)
+
+    def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0,
+                 interval: float = 0.005) -> Any:
+        """Poll predicate() until it returns something truthy."""
+        deadline = time.monotonic() + timeout
+        while True:
+            result = predicate()
+            if result:
+                return result
+            if time.monotonic() > deadline:
+                raise TimeoutError("condition not met within "
+                                   f"{timeout} s")
+            time.sleep(interval)

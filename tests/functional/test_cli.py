@@ -1,0 +1,183 @@
+"""The ``recovery`` command end to end: a real subprocess (green, as in
+production) driving the fake Nova over real HTTP."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+LOCK_REASON = "Locked by recovery: host-failure evacuation"
+FAILED = "compute-1"
+MUTATING = {"POST", "PUT", "DELETE"}
+
+
+def write_config(tmp_path, fake, threads=3, retries=3):
+    path = tmp_path / "recovery.conf"
+    path.write_text(
+        f"[DEFAULT]\nhost_failure_recovery_threads = {threads}\n\n"
+        f"[host_failure]\npoll_interval = 0.05\nevacuation_timeout = 20\n\n"
+        f"[nova]\nauth_type = admin_token\nendpoint = {fake.endpoint}\n"
+        f"token = admin:admin:admin\ntimeout = 5\n"
+        f"api_retries = {retries}\n")
+    return str(path)
+
+
+def run_cli(config, *args):
+    return subprocess.run(
+        [sys.executable, "-m", "recovery.cmd.cli", "--config-file", config,
+         *args], capture_output=True, text=True, timeout=120,
+        env={**os.environ, "PYTHONWARNINGS": "ignore"})
+
+
+def max_concurrent_locks(fake):
+    held, peak = set(), 0
+    for event in fake.lock_events:
+        if event["reason"] == LOCK_REASON and event["event"] == "lock":
+            held.add(event["uuid"])
+        elif event["event"] == "unlock":
+            held.discard(event["uuid"])
+        peak = max(peak, len(held))
+    return peak
+
+
+def mutations(fake):
+    return [r for r in fake.requests if r["method"] in MUTATING]
+
+
+@pytest.fixture
+def cloud(fake_nova):
+    """20 instances on compute-1: one evacuation ends in ERROR, one is
+    locked by its owner, one is stopped and one is in error."""
+    fake = fake_nova
+    for host in ("compute-1", "compute-2", "compute-3"):
+        fake.add_compute(host)
+    uuids = {}
+    for n in range(16):
+        uuids[f"vm-{n}"] = fake.add_server(f"vm-{n}", FAILED)
+    uuids["doomed"] = fake.add_server("doomed", FAILED)
+    uuids["owner-locked"] = fake.add_server(
+        "owner-locked", FAILED, locked_by="owner", locked_reason="mine")
+    uuids["stopped"] = fake.add_server("stopped", FAILED, vm_state="stopped")
+    uuids["broken"] = fake.add_server("broken", FAILED, vm_state="error")
+    fake.set_evacuation_outcome(uuids["doomed"], "error")
+    return fake, uuids
+
+
+def test_host_failure_scenario(cloud, tmp_path):
+    fake, uuids = cloud
+    fake.fail_host(FAILED)
+    proc = run_cli(write_config(tmp_path, fake), "host-failure", FAILED,
+                   "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    results = {r["name"]: r for r in report["instances"]}
+    assert len(results) == 20
+    assert report["summary"]["recovered"] == 19
+    assert report["summary"]["failed"] == 1
+    assert results["doomed"]["outcome"] == "failed"
+    assert "evacuation" in results["doomed"]["reason"]
+    for name, result in results.items():
+        if name == "doomed":
+            continue
+        assert result["outcome"] == "recovered", result
+        server = fake.server(uuids[name])
+        assert server["host"] != FAILED
+        assert result["dest_host"] == server["host"]
+        assert server["vm_state"] == result["original_state"]
+        assert result["final_state"] == result["original_state"]
+    assert fake.server(uuids["stopped"])["vm_state"] == "stopped"
+    assert fake.server(uuids["broken"])["vm_state"] == "error"
+    # The owner's lock is still there; nothing is left locked by us.
+    owner = fake.server(uuids["owner-locked"])
+    assert owner["locked"] and owner["locked_reason"] == "mine"
+    for uuid in uuids.values():
+        assert fake.server(uuid)["locked_reason"] != LOCK_REASON
+    assert not any(e["uuid"] == uuids["owner-locked"]
+                   for e in fake.lock_events)
+    # The host is out of scheduling, with our reason.
+    service = fake.service(FAILED)
+    assert service["forced_down"] and service["status"] == "disabled"
+    # Every instance evacuated once; never more than 3 at a time.
+    assert sorted(c["uuid"] for c in fake.evacuate_calls) == sorted(
+        uuids.values())
+    assert max_concurrent_locks(fake) == 3
+
+
+def test_table_and_progress(cloud, tmp_path):
+    fake, uuids = cloud
+    fake.fail_host(FAILED)
+    proc = run_cli(write_config(tmp_path, fake, threads=5), "host-failure",
+                   FAILED)
+    assert proc.returncode == 1
+    assert proc.stdout.startswith(f"Results for host {FAILED}: 19 recovered,"
+                                  f" 1 failed")
+    assert "| doomed" in proc.stdout
+    assert "vm-0 (" in proc.stderr and " evacuating" in proc.stderr
+    assert "recovered -> compute-" in proc.stderr
+    assert max_concurrent_locks(fake) == 5
+
+
+def test_live_host_is_refused_and_nothing_changes(cloud, tmp_path):
+    fake, _ = cloud
+    proc = run_cli(write_config(tmp_path, fake), "host-failure", FAILED)
+    assert proc.returncode == 3
+    assert "still heartbeats" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert mutations(fake) == []
+
+
+def test_host_is_off_assertion_proceeds(fake_nova, tmp_path):
+    fake_nova.add_compute(FAILED)
+    fake_nova.add_compute("compute-2")
+    uuid = fake_nova.add_server("vm", FAILED)
+    proc = run_cli(write_config(tmp_path, fake_nova), "host-failure", FAILED,
+                   "--host-is-off")
+    assert proc.returncode == 0, proc.stderr
+    assert fake_nova.server(uuid)["host"] == "compute-2"
+
+
+def test_dry_run_changes_nothing(cloud, tmp_path):
+    fake, _ = cloud
+    fake.fail_host(FAILED)
+    proc = run_cli(write_config(tmp_path, fake), "host-failure", FAILED,
+                   "--dry-run", "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    plan = json.loads(proc.stdout)
+    assert plan["dry_run"] is True
+    assert plan["summary"]["planned"] == 20
+    assert mutations(fake) == []
+
+
+def test_nothing_to_do(fake_nova, tmp_path):
+    fake_nova.add_compute(FAILED)
+    fake_nova.fail_host(FAILED)
+    proc = run_cli(write_config(tmp_path, fake_nova), "host-failure", FAILED)
+    assert proc.returncode == 0
+    assert "no instances" in proc.stdout
+
+
+@pytest.mark.parametrize("case,code,message", [
+    ("unknown-host", 2, "compute service list"),
+    ("bad-config", 2, "host_failure_recovery_threads"),
+    ("unreachable", 1, "Check [nova] endpoint_override or auth_url"),
+])
+def test_one_line_errors_name_the_fix(fake_nova, tmp_path, case, code,
+                                      message):
+    fake_nova.add_compute(FAILED)
+    config = write_config(tmp_path, fake_nova, retries=0,
+                          threads=0 if case == "bad-config" else 3)
+    if case == "unreachable":
+        fake_nova.stop()
+    host = "nope" if case == "unknown-host" else FAILED
+    proc = run_cli(config, "host-failure", host)
+    assert proc.returncode == code
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1
+
+
+def test_bad_usage_exits_2(tmp_path, fake_nova):
+    proc = run_cli(write_config(tmp_path, fake_nova), "host-failure")
+    assert proc.returncode == 2
