@@ -59,11 +59,6 @@ class Recorder(Protocol):
         ...
 
 
-class NullRecorder:
-    def instance_changed(self, result: InstanceResult) -> None:
-        pass
-
-
 @dataclasses.dataclass
 class HostReport:
     host: str

@@ -20,7 +20,6 @@ from recovery.flows.context import Env
 from recovery.flows.context import Settings
 from recovery.flows.host_failure import recover_host
 from recovery.nova import load_nova
-from recovery.results import NullRecorder
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 LOG = logging.getLogger(__name__)
@@ -77,8 +76,7 @@ def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     clock = Clock()
     env = Env(nova=load_nova(conf, clock), clock=clock,
               settings=Settings.from_conf(conf),
-              recorder=(NullRecorder() if args.format == "json"
-                        else output.ProgressPrinter()))
+              recorder=output.ProgressPrinter())
     report = recover_host(env, args.host, host_is_off=args.host_is_off,
                           dry_run=args.dry_run)
     render = output.render_json if args.format == "json" else (

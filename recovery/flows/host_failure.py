@@ -150,18 +150,29 @@ def _settle(ctx: HostContext, result: InstanceResult, outcome: Outcome,
     ctx.env.recorder.instance_changed(result)
 
 
-def _plan(ctx: HostContext) -> None:
+def _triage(ctx: HostContext,
+            servers: list[Server]) -> list[tuple[Server, InstanceResult]]:
+    """Record a result for each server; settle the skipped ones and return
+    the others, in recovery order."""
     settings = ctx.env.settings
-    for server in order_for_recovery(ctx.servers, settings):
+    selected = []
+    for server in order_for_recovery(servers, settings):
         result = _new_result(ctx, server)
         reason = skip_reason(server, settings)
         if reason:
             _settle(ctx, result, Outcome.SKIPPED, reason)
-            continue
+        else:
+            selected.append((server, result))
+    return selected
+
+
+def _plan(ctx: HostContext) -> None:
+    lock_reason = ctx.env.settings.lock_reason
+    for server, result in _triage(ctx, ctx.servers):
         steps = ["evacuate"]
         if server.task_state:
             steps.insert(0, f"reset task_state {server.task_state}")
-        if server.locked and server.locked_reason != settings.lock_reason:
+        if server.locked and server.locked_reason != lock_reason:
             steps.append("leave the existing lock")
         _settle(ctx, result, Outcome.PLANNED, ", ".join(steps))
 
@@ -191,16 +202,8 @@ def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
 def _recover_round(ctx: HostContext, servers: list[Server],
                    watcher: EvacuationWatcher,
                    pool: concurrency.TaskPool) -> None:
-    settings = ctx.env.settings
-    recoveries = []
-    for server in order_for_recovery(servers, settings):
-        result = _new_result(ctx, server)
-        reason = skip_reason(server, settings)
-        if reason:
-            _settle(ctx, result, Outcome.SKIPPED, reason)
-        else:
-            recoveries.append(
-                InstanceRecovery(ctx.env, watcher, server, result))
+    recoveries = [InstanceRecovery(ctx.env, watcher, server, result)
+                  for server, result in _triage(ctx, servers)]
     for outcome in pool.run(InstanceRecovery.run, recoveries):
         if outcome.error is not None:
             # run() records its own failures; this is a last line of

@@ -8,6 +8,9 @@ import sys
 
 import pytest
 
+from tests.fakekeystone import TOKEN as FAKE_TOKEN
+from tests.fakekeystone import FakeKeystone
+
 LOCK_REASON = "Locked by recovery: host-failure evacuation"
 FAILED = "compute-1"
 MUTATING = {"POST", "PUT", "DELETE"}
@@ -181,3 +184,31 @@ def test_one_line_errors_name_the_fix(fake_nova, tmp_path, case, code,
 def test_bad_usage_exits_2(tmp_path, fake_nova):
     proc = run_cli(write_config(tmp_path, fake_nova), "host-failure")
     assert proc.returncode == 2
+
+
+def test_secrets_never_reach_logs(fake_nova, tmp_path):
+    fake_nova.add_compute(FAILED)
+    fake_nova.add_compute("compute-2")
+    fake_nova.add_server("vm", FAILED)
+    fake_nova.fail_host(FAILED)
+    with FakeKeystone(fake_nova.endpoint) as keystone:
+        config = tmp_path / "recovery.conf"
+        config.write_text(
+            f"[nova]\nauth_type = password\nauth_url = {keystone.url}\n"
+            f"username = recovery\npassword = sup3r-s3cret\n"
+            f"project_name = admin\nuser_domain_id = default\n"
+            f"project_domain_id = default\n")
+        proc = run_cli(str(config), "--debug", "host-failure", FAILED)
+    assert proc.returncode == 0, proc.stderr
+    assert "DEBUG" in proc.stderr
+    for secret in ("sup3r-s3cret", FAKE_TOKEN):
+        assert secret not in proc.stdout + proc.stderr
+
+
+def test_missing_auth_option_names_the_fix(tmp_path):
+    config = tmp_path / "recovery.conf"
+    config.write_text("[nova]\nauth_type = password\n")
+    proc = run_cli(str(config), "host-failure", FAILED)
+    assert proc.returncode == 2
+    assert "[nova] auth options are invalid" in proc.stderr
+    assert "auth-url" in proc.stderr or "auth_url" in proc.stderr
