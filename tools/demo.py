@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Quickstart: recover a failed compute host on an embedded (fake) Nova.
 
-Installs the project into .venv, starts the project's fake Nova on
+Installs the project into .venv-demo, starts the project's fake Nova on
 127.0.0.1 with 3 hosts and 12 instances in a mix of states, fails
 compute-1, and runs 'recovery host-failure compute-1' against it: first
 as a dry run, then for real. Then it shows where each instance went.
@@ -102,5 +102,5 @@ if __name__ == "__main__":
     if "--inside" in sys.argv:
         sys.path.insert(0, bootstrap.ROOT)
         sys.exit(demo(os.path.dirname(sys.executable)))
-    venv_bin = bootstrap.ensure_venv(".venv", "-e", ".")
+    venv_bin = bootstrap.ensure_venv(".venv-demo", "-e", ".")
     bootstrap.run([os.path.join(venv_bin, "python"), __file__, "--inside"])

@@ -77,7 +77,9 @@ class InstanceRecovery:
         if self.server.task_state is None:
             return
         # Nova refuses to evacuate while a task_state is set; a task on a
-        # dead host never finishes, so reset-state clears it.
+        # dead host never finishes, so reset-state clears it. Reset-state
+        # offers only active and error: a stopped instance comes back
+        # running either way, and the restore step stops it again.
         self._enter(Phase.RESETTING)
         target = "error" if self.server.vm_state == "error" else "active"
         self.env.nova.reset_state(self.server.id, target)
