@@ -24,9 +24,18 @@ class NovaError(RecoveryError):
         self.status = status
         self.request_id = request_id
 
+    @property
+    def uncertain(self) -> bool:
+        """Nova may or may not have acted (a 5xx, or no answer at all)."""
+        return (self.status or 0) >= 500
+
 
 class NovaUnreachable(NovaError):
     """Nova could not be reached, or did not answer in time."""
+
+    @property
+    def uncertain(self) -> bool:
+        return True
 
 
 class NovaNotFound(NovaError):

@@ -95,12 +95,6 @@ def _translate(what: str, exc: Exception) -> exception.RecoveryError:
     return exception.NovaError(f"failed to {what}: {exc}")
 
 
-def _retriable(exc: exception.RecoveryError) -> bool:
-    if isinstance(exc, exception.NovaUnreachable):
-        return True
-    return isinstance(exc, exception.NovaError) and (exc.status or 0) >= 500
-
-
 class Nova:
     """Every Nova call of the project, with timeouts and error translation.
 
@@ -125,8 +119,8 @@ class Nova:
                 return fn(*args, **kwargs)
             except (nova_exc.ClientException, ks_exc.ClientException) as exc:
                 error = _translate(what, exc)
-                if not (safe and _retriable(error)
-                        and attempt < self._retries):
+                if not (safe and isinstance(error, exception.NovaError)
+                        and error.uncertain and attempt < self._retries):
                     raise error from exc
             attempt += 1
             delay = min(0.5 * 2 ** attempt, 5.0)

@@ -22,7 +22,6 @@ from recovery.flows.host_failure import recover_host
 from recovery.nova import load_nova
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
-LOG = logging.getLogger(__name__)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -93,7 +93,7 @@ class InstanceRecovery:
                 nova.evacuate(self.server.id)
                 return
             except exception.NovaError as exc:
-                if not _uncertain(exc) or attempts >= nova.retries:
+                if not exc.uncertain or attempts >= nova.retries:
                     raise
                 if self._evacuation_started():
                     LOG.info("Evacuate of %s answered %s, but Nova acted on "
@@ -181,9 +181,3 @@ class InstanceRecovery:
             if self.result.reason:
                 reason = f"{self.result.reason}; {reason}"
             self._fail(reason)
-
-
-def _uncertain(exc: exception.NovaError) -> bool:
-    """An error after which Nova may or may not have acted."""
-    return isinstance(exc, exception.NovaUnreachable) or (
-        exc.status or 0) >= 500
