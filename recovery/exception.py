@@ -64,3 +64,19 @@ class WaitTimeout(RecoveryError):
 
 class InstanceRecoveryError(RecoveryError):
     """One instance could not be recovered."""
+
+
+class Duplicate(RecoveryError):
+    """The same notification arrived within the duplicate window."""
+
+
+class NotFound(RecoveryError):
+    """No such record in the store."""
+
+
+class RecoveryInProgress(RecoveryError):
+    """Another live process is recovering this host."""
+
+
+class Interrupted(RecoveryError):
+    """The run was asked to stop; what is left resumes from the journal."""

@@ -28,6 +28,13 @@ class Phase(str, enum.Enum):
     DONE = "done"
 
 
+class StepState(str, enum.Enum):
+    RUNNING = "RUNNING"
+    SUCCESS = "SUCCESS"
+    FAILURE = "FAILURE"
+    REVERTED = "REVERTED"
+
+
 @dataclasses.dataclass
 class InstanceResult:
     uuid: str
@@ -42,6 +49,10 @@ class InstanceResult:
     reason: str | None = None
     phase: Phase = Phase.PENDING
     locked_by_us: bool = False
+    # Evacuation migrations of this instance with a higher id than this
+    # are this recovery's. Set before the evacuate is sent, so a resumed
+    # run can ask Nova whether it acted before sending another.
+    migration_floor: int | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
@@ -53,10 +64,13 @@ class InstanceResult:
 
 
 class Recorder(Protocol):
-    """Told of every change of an instance's result, as it happens."""
+    """Told of every change of a run, as it happens."""
 
     def instance_changed(self, result: InstanceResult) -> None:
-        ...
+        """An instance entered a phase or got its outcome."""
+
+    def step_changed(self, step: str, state: str, message: str) -> None:
+        """A host-level step changed state (see ``StepState``)."""
 
 
 @dataclasses.dataclass

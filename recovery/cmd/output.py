@@ -9,13 +9,20 @@ import prettytable
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Phase
+from recovery.results import StepState
 
 
 class ProgressPrinter:
-    """One line on stderr per instance state change."""
+    """One line on stderr per step and instance state change."""
 
     def __init__(self, stream: TextIO = sys.stderr):
         self._stream = stream
+
+    def step_changed(self, step: str, state: str, message: str) -> None:
+        # A failed step is the command's error message; say it once.
+        if state in (StepState.SUCCESS, StepState.REVERTED):
+            print(f"[{step}] {state.lower()}: {message}", file=self._stream,
+                  flush=True)
 
     def instance_changed(self, result: InstanceResult) -> None:
         state = result.phase.value

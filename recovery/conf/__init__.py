@@ -6,11 +6,14 @@ builds and passes down; nothing reads a global at import time.
 
 from oslo_config import cfg
 
+from recovery.conf import api
+from recovery.conf import database
 from recovery.conf import default
+from recovery.conf import engine
 from recovery.conf import host_failure
 from recovery.conf import nova
 
-_MODULES = (default, host_failure, nova)
+_MODULES = (default, host_failure, nova, database, api, engine)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -5,6 +5,7 @@ from oslo_config import cfg
 OPTS = [
     cfg.IntOpt(
         "host_failure_recovery_threads",
+        mutable=True,
         default=3,
         min=1,
         help="Number of instances of one failed host recovered at the same "

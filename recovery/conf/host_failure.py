@@ -7,6 +7,7 @@ GROUP = "host_failure"
 OPTS = [
     cfg.BoolOpt(
         "evacuate_all_instances",
+        mutable=True,
         default=True,
         help="Evacuate every instance of a failed host. When false, only "
              "instances whose metadata has the key named by "
@@ -16,18 +17,21 @@ OPTS = [
     ),
     cfg.StrOpt(
         "ha_enabled_instance_metadata_key",
+        mutable=True,
         default="HA_Enabled",
         help="Instance metadata key that marks an instance as HA-enabled "
              "(value 'True', case-insensitive).",
     ),
     cfg.BoolOpt(
         "ignore_instances_in_error_state",
+        mutable=True,
         default=False,
         help="Skip instances in vm_state error instead of evacuating them. "
              "An evacuated error instance is reset to error afterwards.",
     ),
     cfg.StrOpt(
         "service_disable_reason",
+        mutable=True,
         default="Host failure: disabled by recovery",
         help="Reason recorded on the nova-compute service of a failed host "
              "when recovery disables it. Operators see it in "
@@ -35,6 +39,7 @@ OPTS = [
     ),
     cfg.StrOpt(
         "lock_reason",
+        mutable=True,
         default="Locked by recovery: host-failure evacuation",
         help="Reason recorded on each instance recovery locks while it moves "
              "it. An instance still locked with this reason after a crash "
@@ -43,6 +48,7 @@ OPTS = [
     ),
     cfg.FloatOpt(
         "evacuation_timeout",
+        mutable=True,
         default=300.0,
         min=1.0,
         help="Seconds to wait, per instance, from the evacuate call until "
@@ -51,6 +57,7 @@ OPTS = [
     ),
     cfg.FloatOpt(
         "state_change_timeout",
+        mutable=True,
         default=60.0,
         min=1.0,
         help="Seconds to wait for any other Nova state change recovery "
@@ -59,6 +66,7 @@ OPTS = [
     ),
     cfg.FloatOpt(
         "poll_interval",
+        mutable=True,
         default=1.0,
         min=0.05,
         help="Seconds between two polls of Nova while waiting for a state "

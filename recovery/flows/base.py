@@ -7,7 +7,10 @@ propagates.
 """
 
 import logging
+from collections.abc import Callable
 from typing import Any
+
+from recovery.results import StepState
 
 LOG = logging.getLogger(__name__)
 
@@ -22,17 +25,27 @@ class Step:
         """Undo ``execute``. Most steps have nothing to undo."""
 
 
-def run_steps(steps: list[Step], ctx: Any) -> None:
+Observer = Callable[[str, StepState, str], None]
+
+
+def run_steps(steps: list[Step], ctx: Any, observe: Observer) -> None:
+    """Run ``steps`` in order; ``observe(name, state, message)`` hears
+    each step start, end, fail or be undone."""
     done: list[Step] = []
+    step = None
     try:
         for step in steps:
             LOG.debug("Step %s", step.name)
+            observe(step.name, StepState.RUNNING, "started")
             step.execute(ctx)
+            observe(step.name, StepState.SUCCESS, "done")
             done.append(step)
     except Exception as exc:
+        observe(step.name, StepState.FAILURE, str(exc))
         for step in reversed(done):
             try:
                 step.rollback(ctx, exc)
+                observe(step.name, StepState.REVERTED, "undone")
             except Exception:
                 # The original failure is what the operator must see; a
                 # failed undo is logged with its own traceback.

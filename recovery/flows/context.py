@@ -1,6 +1,7 @@
 """What every step of a host recovery shares."""
 
 import dataclasses
+from collections.abc import Callable
 
 from oslo_config import cfg
 
@@ -38,11 +39,17 @@ class Settings:
             poll_interval=group.poll_interval)
 
 
+def _never() -> bool:
+    return False
+
+
 @dataclasses.dataclass(frozen=True)
 class Env:
-    """The collaborators of a flow: Nova, time, and who hears progress."""
+    """The collaborators of a flow: Nova, time, who hears progress, and
+    whether the process is shutting down (no instance starts then)."""
 
     nova: Nova
     clock: Clock
     settings: Settings
     recorder: Recorder
+    stopping: Callable[[], bool] = _never

@@ -8,11 +8,15 @@
    ``host_failure_recovery_threads`` tasks.
 4. List the host again and recover what appeared in the meantime.
 5. Report one result per instance.
+
+A run may continue an earlier one from its journal: finished instances
+are kept, the others are reconciled with Nova and never evacuated twice.
 """
 
 import dataclasses
 import logging
 from collections.abc import Callable
+from collections.abc import Sequence
 
 from recovery import concurrency
 from recovery import exception
@@ -27,6 +31,7 @@ from recovery.models import Server
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
+from recovery.results import StepState
 from recovery.waiting import wait_for
 
 LOG = logging.getLogger(__name__)
@@ -46,6 +51,9 @@ class HostContext:
     forced_down_by_us: bool = False
     disabled_by_us: bool = False
     servers: list[Server] = dataclasses.field(default_factory=list)
+    # Earlier runs' results not yet taken up by this run, by instance.
+    journal: dict[str, InstanceResult] = dataclasses.field(
+        default_factory=dict)
 
 
 class VerifyHostDown(base.Step):
@@ -112,22 +120,33 @@ class ListInstances(base.Step):
 
 PoolFactory = Callable[[int], concurrency.TaskPool]
 
+# The step that evacuates the instances, as the store and the API show it.
+RECOVER_INSTANCES = "recover-instances"
+DONE_OUTCOMES = frozenset({Outcome.RECOVERED, Outcome.SKIPPED})
+
 
 def recover_host(env: Env, host: str, *, host_is_off: bool = False,
                  dry_run: bool = False,
-                 pool_factory: PoolFactory = concurrency.task_pool
-                 ) -> HostReport:
+                 pool_factory: PoolFactory = concurrency.task_pool,
+                 journal: Sequence[InstanceResult] = ()) -> HostReport:
     """Recover every instance of a failed host; return the report.
 
+    ``journal`` holds the results of earlier runs of the same recovery (a
+    crashed engine, an earlier attempt): what they finished is kept, what
+    they left in flight or failed is reconciled with Nova and finished.
+
     Raises ``HostNotDown`` (nothing changed in Nova) when the host may be
-    alive, and ``UnknownHost`` or a Nova error when it cannot start. If
-    the isolation or the first listing fails, what it changed is undone.
+    alive, ``UnknownHost`` or a Nova error when it cannot start, and
+    ``Interrupted`` when ``env.stopping()`` turned true. If the isolation
+    or the first listing fails, what it changed is undone.
     """
     ctx = HostContext(env=env, host=host, host_is_off=host_is_off,
                       report=HostReport(host, env.clock.now(),
-                                        dry_run=dry_run))
+                                        dry_run=dry_run),
+                      journal={r.uuid: r for r in journal})
     isolation = [] if dry_run else [ForceDown(), Disable()]
-    base.run_steps([VerifyHostDown(), *isolation, ListInstances()], ctx)
+    base.run_steps([VerifyHostDown(), *isolation, ListInstances()], ctx,
+                   env.recorder.step_changed)
     if dry_run:
         _plan(ctx)
     else:
@@ -153,16 +172,23 @@ def _settle(ctx: HostContext, result: InstanceResult, outcome: Outcome,
 def _triage(ctx: HostContext,
             servers: list[Server]) -> list[tuple[Server, InstanceResult]]:
     """Record a result for each server; settle the skipped ones and return
-    the others, in recovery order."""
+    the others, in recovery order. A server an earlier run finished keeps
+    its result; one it left in flight or failed is taken up again with its
+    journal entry, whose original state predates any reset of ours."""
     settings = ctx.env.settings
     selected = []
     for server in order_for_recovery(servers, settings):
-        result = _new_result(ctx, server)
-        reason = skip_reason(server, settings)
-        if reason:
-            _settle(ctx, result, Outcome.SKIPPED, reason)
+        prior = ctx.journal.pop(server.id, None)
+        if prior is not None and prior.outcome in DONE_OUTCOMES:
+            ctx.report.instances.append(prior)
+        elif prior is not None:
+            prior.outcome = prior.reason = None
+            ctx.report.instances.append(prior)
+            selected.append((server, prior))
+        elif reason := skip_reason(server, settings):
+            _settle(ctx, _new_result(ctx, server), Outcome.SKIPPED, reason)
         else:
-            selected.append((server, result))
+            selected.append((server, _new_result(ctx, server)))
     return selected
 
 
@@ -177,26 +203,62 @@ def _plan(ctx: HostContext) -> None:
         _settle(ctx, result, Outcome.PLANNED, ", ".join(steps))
 
 
+def _left_by_earlier_runs(ctx: HostContext) -> list[Server]:
+    """The instances an earlier run left unfinished that are no longer on
+    the host (their evacuation went ahead), as seen from the host."""
+    servers = []
+    listed = {server.id for server in ctx.servers}
+    for prior in list(ctx.journal.values()):
+        if prior.uuid in listed:
+            continue
+        if prior.outcome in DONE_OUTCOMES:
+            ctx.report.instances.append(ctx.journal.pop(prior.uuid))
+            continue
+        try:
+            current = ctx.env.nova.get_server(prior.uuid)
+        except exception.NovaNotFound:
+            ctx.journal.pop(prior.uuid)
+            ctx.report.instances.append(prior)
+            _settle(ctx, prior, Outcome.SKIPPED, "deleted during recovery")
+            continue
+        # Seen from the failed host, so that confirmation sees it move.
+        servers.append(dataclasses.replace(current, host=ctx.host))
+    return servers
+
+
 def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
     env = ctx.env
+    env.recorder.step_changed(
+        RECOVER_INSTANCES, StepState.RUNNING,
+        f"{len(ctx.servers)} instance(s) on {ctx.host}")
     watcher = EvacuationWatcher(env.nova, ctx.host, env.clock,
                                 env.settings.poll_interval)
     seen: set[str] = set()
-    pending = ctx.servers
+    pending = ctx.servers + _left_by_earlier_runs(ctx)
     for _ in range(MAX_RELISTS):
         seen.update(server.id for server in pending)
         _recover_round(ctx, pending, watcher, pool)
+        if env.stopping():
+            raise exception.Interrupted(
+                f"stopped while recovering {ctx.host}; the rest resumes "
+                f"from the journal")
         # Re-list at the end: recover what landed while we worked.
         pending = [s for s in env.nova.list_servers(ctx.host)
                    if s.id not in seen]
         if not pending:
-            return
+            break
         LOG.warning("%d instance(s) appeared on %s during recovery",
                     len(pending), ctx.host)
     for server in pending:
         _settle(ctx, _new_result(ctx, server), Outcome.FAILED,
                 f"appeared on {ctx.host} during recovery after "
                 f"{MAX_RELISTS} listings; run recovery again")
+    counts = ", ".join(f"{n} {o}" for o, n in ctx.report.counts().items()
+                       if n) or "no instances"
+    env.recorder.step_changed(
+        RECOVER_INSTANCES,
+        StepState.SUCCESS if ctx.report.succeeded else StepState.FAILURE,
+        counts)
 
 
 def _recover_round(ctx: HostContext, servers: list[Server],
@@ -204,9 +266,17 @@ def _recover_round(ctx: HostContext, servers: list[Server],
                    pool: concurrency.TaskPool) -> None:
     recoveries = [InstanceRecovery(ctx.env, watcher, server, result)
                   for server, result in _triage(ctx, servers)]
-    for outcome in pool.run(InstanceRecovery.run, recoveries):
+    for outcome in pool.run(_run_unless_stopping, recoveries):
         if outcome.error is not None:
             # run() records its own failures; this is a last line of
             # defence so that no worker's exception is ever lost.
             _settle(ctx, outcome.item.result, Outcome.FAILED,
                     f"unexpected error: {outcome.error!r}")
+
+
+def _run_unless_stopping(recovery: InstanceRecovery) -> InstanceResult:
+    """Start no instance once the process is shutting down: it stays
+    pending in the journal, and the next run takes it up."""
+    if recovery.env.stopping():
+        return recovery.result
+    return recovery.run()

@@ -32,11 +32,13 @@ class InstanceRecovery:
 
     def run(self) -> InstanceResult:
         result = self.result
-        result.started_at = self.env.clock.now()
+        # A resumed or retried instance keeps the time it first started.
+        result.started_at = result.started_at or self.env.clock.now()
         try:
             self._lock()
-            self._make_evacuable()
-            self._evacuate()
+            if not self._evacuated_before():
+                self._make_evacuable()
+                self._evacuate()
             self._restore(self._confirm())
             result.outcome = Outcome.RECOVERED
         except exception.RecoveryError as exc:
@@ -84,7 +86,22 @@ class InstanceRecovery:
         target = "error" if self.server.vm_state == "error" else "active"
         self.env.nova.reset_state(self.server.id, target)
 
+    def _evacuated_before(self) -> bool:
+        """Whether a run before this one (a crashed engine, an earlier
+        attempt) sent an evacuate that Nova acted on: then it is confirmed,
+        never sent again, and its task_state is left alone."""
+        if self.result.migration_floor is None:
+            return False
+        if not self._evacuation_started():
+            return False
+        LOG.info("Instance %s was already evacuated by an earlier run; "
+                 "confirming it", self.result.uuid)
+        return True
+
     def _evacuate(self) -> None:
+        result = self.result
+        if result.migration_floor is None:
+            result.migration_floor = self.watcher.baseline(result.uuid)
         self._enter(Phase.EVACUATING)
         nova = self.env.nova
         attempts = 0
@@ -104,14 +121,25 @@ class InstanceRecovery:
                             "on it; retrying", self.server.id, exc)
 
     def _evacuation_started(self) -> bool:
-        """Whether Nova accepted an evacuate whose answer was lost.
+        """Whether Nova acted on an evacuate whose answer was lost, or
+        that a run before this one sent.
 
         Nova sets task_state rebuilding before the evacuate call returns,
-        and moves the host when the rebuild ends.
+        records a migration, and moves the host when the rebuild ends. A
+        migration that failed is moved under the floor: the next evacuate
+        is a new attempt, confirmed on its own migration.
         """
         current = self.env.nova.get_server(self.server.id)
-        return (current.task_state is not None
-                or current.host != self.server.host)
+        if (current.task_state is not None
+                or current.host != self.server.host):
+            return True
+        migration = self.watcher.latest(self.server.id,
+                                        self.result.migration_floor,
+                                        fresh=True)
+        if migration is not None and migration.failed:
+            self.result.migration_floor = migration.id
+            return False
+        return migration is not None
 
     def _confirm(self) -> Server:
         self._enter(Phase.CONFIRMING)
@@ -129,7 +157,8 @@ class InstanceRecovery:
         before it moves the host. Confirm on the migration being done and
         the host having changed.
         """
-        migration = self.watcher.latest(self.server.id)
+        migration = self.watcher.latest(self.server.id,
+                                        self.result.migration_floor)
         if migration is None or not (migration.failed
                                      or migration.status == "done"):
             return None

@@ -57,6 +57,10 @@ class SyncPool:
 class ListRecorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str | None]] = []
+        self.steps: list[tuple[str, str]] = []
+
+    def step_changed(self, step: str, state: str, message: str) -> None:
+        self.steps.append((step, state))
 
     def instance_changed(self, result: InstanceResult) -> None:
         outcome = result.outcome.value if result.outcome else None

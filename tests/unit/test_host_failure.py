@@ -155,9 +155,17 @@ def test_run_steps_rolls_back_in_reverse_and_reraises():
         def execute(self, ctx):
             raise ValueError("boom")
 
+    observed = []
     with pytest.raises(ValueError, match="boom"):
-        base.run_steps([Ok("one"), Ok("two"), Boom()], None)
+        base.run_steps([Ok("one"), Ok("two"), Boom()], None,
+                       lambda name, state, message: observed.append(
+                           (name, state.value)))
     assert undone == ["two", "one"]
+    assert observed == [
+        ("one", "RUNNING"), ("one", "SUCCESS"),
+        ("two", "RUNNING"), ("two", "SUCCESS"),
+        ("step", "RUNNING"), ("step", "FAILURE"),
+        ("two", "REVERTED"), ("one", "REVERTED")]
 
 
 def test_one_failure_does_not_stop_the_others():

@@ -1,0 +1,68 @@
+"""``[engine]`` options: how ``recovery-engine`` runs notifications."""
+
+from oslo_config import cfg
+
+GROUP = "engine"
+
+OPTS = [
+    cfg.IntOpt(
+        "max_concurrent_host_recoveries",
+        default=8,
+        min=1,
+        mutable=True,
+        help="Host recoveries that run at the same time, each with its own "
+             "pool of host_failure_recovery_threads. Two recoveries of one "
+             "host never run at once, whatever this says.",
+    ),
+    cfg.IntOpt(
+        "retry_max_attempts",
+        default=5,
+        min=1,
+        mutable=True,
+        help="Attempts at a notification before it becomes 'failed'. An "
+             "attempt that ends in 'error' (a Nova error, an instance that "
+             "did not recover, a host Nova still reports up) is retried; "
+             "a retry redoes only what is not done.",
+    ),
+    cfg.FloatOpt(
+        "retry_backoff",
+        default=15.0,
+        min=0,
+        mutable=True,
+        help="Seconds before the first retry of a notification in "
+             "'error'; each later retry waits twice as long.",
+    ),
+    cfg.FloatOpt(
+        "retry_backoff_max",
+        default=300.0,
+        min=0,
+        mutable=True,
+        help="Longest wait between two attempts, in seconds.",
+    ),
+    cfg.FloatOpt(
+        "lease_seconds",
+        default=60.0,
+        min=5,
+        help="A running notification is leased to the process running "
+             "it, which renews the lease while it lives. When the lease "
+             "runs out (or the process is gone from this host), another "
+             "engine, or a restart, resumes it from its journal.",
+    ),
+    cfg.FloatOpt(
+        "graceful_shutdown_timeout",
+        default=60.0,
+        min=0,
+        help="On SIGTERM, seconds to let instances in flight reach a "
+             "journaled point before exiting. Nothing new starts; what "
+             "is left is resumed at the next start. A second SIGTERM "
+             "exits at once.",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    return [(GROUP, OPTS)]

@@ -1,0 +1,1 @@
+"""The store: notifications, step progress and the per-instance journal."""

@@ -1,0 +1,408 @@
+"""The store: one object over SQLAlchemy that the API, the engine and the
+CLI share.
+
+Every write is its own transaction, committed when the method returns: a
+notification is durable before the API answers 202, and a journal entry is
+durable before the side effect it announces. On SQLite every transaction
+begins IMMEDIATE, so "check, then write" (the duplicate check, claiming a
+notification) is atomic across processes.
+"""
+
+import dataclasses
+import datetime
+import enum
+import json
+import os
+import socket
+import uuid as uuidlib
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command as alembic_command
+from alembic.config import Config as AlembicConfig
+
+from recovery import exception
+from recovery.db.tables import instance_journal
+from recovery.db.tables import notifications
+from recovery.db.tables import step_events
+from recovery.results import InstanceResult
+from recovery.results import Outcome
+from recovery.results import Phase
+
+
+class Status(str, enum.Enum):
+    NEW = "new"
+    RUNNING = "running"
+    FINISHED = "finished"
+    ERROR = "error"
+    FAILED = "failed"
+    IGNORED = "ignored"
+
+
+TERMINAL = frozenset({Status.FINISHED, Status.FAILED, Status.IGNORED})
+SORT_KEYS = frozenset({"created_at", "updated_at", "generated_time",
+                       "status", "type", "hostname"})
+
+
+@dataclasses.dataclass
+class Notification:
+    uuid: str
+    type: str
+    hostname: str
+    generated_time: datetime.datetime
+    payload: dict[str, Any]
+    origin: str
+    status: Status
+    created_at: datetime.datetime
+    updated_at: datetime.datetime
+    source_host_uuid: str | None = None
+    message: str | None = None
+    attempts: int = 0
+    next_attempt_at: datetime.datetime | None = None
+    owner: str | None = None
+    lease_until: datetime.datetime | None = None
+    version: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class StepEvent:
+    step: str
+    state: str
+    progress: float
+    message: str
+    created_at: datetime.datetime
+
+
+def this_process() -> str:
+    """The owner name of a lease taken by this process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_gone(owner: str | None) -> bool:
+    """True when ``owner`` was a process of this host that has exited."""
+    host, _, pid = (owner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+def _row_to_notification(row: Any) -> Notification:
+    data = dict(row._mapping)
+    data.pop("id")
+    data["payload"] = json.loads(data["payload"])
+    data["status"] = Status(data["status"])
+    return Notification(**data)
+
+
+def canonical_payload(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+
+
+class Store:
+    def __init__(self, engine: sa.engine.Engine):
+        self._engine = engine
+
+    # -- lifecycle -----------------------------------------------------------
+    def upgrade(self) -> None:
+        """Create or upgrade the schema to the newest migration."""
+        config = AlembicConfig()
+        config.set_main_option(
+            "script_location",
+            os.path.join(os.path.dirname(__file__), "migrations"))
+        with self._engine.begin() as conn:
+            config.attributes["connection"] = conn
+            alembic_command.upgrade(config, "head")
+
+    def close(self) -> None:
+        self._engine.dispose()
+
+    def _tx(self) -> Any:
+        return self._engine.begin()
+
+    # -- notifications -------------------------------------------------------
+    def add(self, *, type: str, hostname: str,
+            generated_time: datetime.datetime, payload: dict[str, Any],
+            origin: str, status: Status, now: datetime.datetime,
+            message: str | None = None, source_host_uuid: str | None = None,
+            duplicate_window: float = 0, owner: str | None = None,
+            lease_until: datetime.datetime | None = None) -> Notification:
+        """Store a notification; raise ``Duplicate`` if the same type, host
+        and payload arrived with a generated_time within the window."""
+        values = dict(
+            uuid=str(uuidlib.uuid4()), type=type, hostname=hostname,
+            source_host_uuid=source_host_uuid, generated_time=generated_time,
+            payload=canonical_payload(payload), origin=origin,
+            status=status.value, message=message, attempts=0,
+            owner=owner, lease_until=lease_until, version=0,
+            created_at=now, updated_at=now)
+        with self._tx() as conn:
+            if duplicate_window:
+                window = datetime.timedelta(seconds=duplicate_window)
+                earlier = conn.execute(
+                    sa.select(notifications.c.uuid).where(
+                        notifications.c.type == type,
+                        notifications.c.hostname == hostname,
+                        notifications.c.payload == values["payload"],
+                        notifications.c.generated_time > generated_time
+                        - window,
+                        notifications.c.generated_time < generated_time
+                        + window).limit(1)).scalar()
+                if earlier:
+                    raise exception.Duplicate(
+                        f"a {type} notification for {hostname} with the "
+                        f"same payload was received within "
+                        f"{duplicate_window:g} s: {earlier}")
+            conn.execute(notifications.insert().values(**values))
+        return self.get(values["uuid"])
+
+    def get(self, uuid: str) -> Notification:
+        with self._tx() as conn:
+            row = conn.execute(notifications.select().where(
+                notifications.c.uuid == uuid)).first()
+        if row is None:
+            raise exception.NotFound(f"no notification {uuid}")
+        return _row_to_notification(row)
+
+    def list(self, *, filters: dict[str, Any] | None = None,
+             generated_since: datetime.datetime | None = None,
+             limit: int | None = None, marker: str | None = None,
+             sort_key: str = "created_at", sort_dir: str = "desc"
+             ) -> list[Notification]:
+        column = notifications.c[sort_key]
+        order = column.desc() if sort_dir == "desc" else column.asc()
+        tiebreak = (notifications.c.id.desc() if sort_dir == "desc"
+                    else notifications.c.id.asc())
+        query = notifications.select().order_by(order, tiebreak)
+        for key, value in (filters or {}).items():
+            query = query.where(notifications.c[key] == value)
+        if generated_since is not None:
+            query = query.where(
+                notifications.c.generated_time >= generated_since)
+        with self._tx() as conn:
+            if marker is not None:
+                anchor = conn.execute(
+                    sa.select(column, notifications.c.id).where(
+                        notifications.c.uuid == marker)).first()
+                if anchor is None:
+                    raise exception.NotFound(f"marker {marker} not found")
+                before = sa.tuple_(column, notifications.c.id) < tuple(anchor)
+                after = sa.tuple_(column, notifications.c.id) > tuple(anchor)
+                query = query.where(before if sort_dir == "desc" else after)
+            if limit is not None:
+                query = query.limit(limit)
+            return [_row_to_notification(r) for r in conn.execute(query)]
+
+    def _live_runs(self, conn: Any, now: datetime.datetime,
+                   hostname: str | None = None) -> Iterator[Notification]:
+        query = notifications.select().where(
+            notifications.c.status == Status.RUNNING.value)
+        if hostname is not None:
+            query = query.where(notifications.c.hostname == hostname)
+        for row in conn.execute(query):
+            item = _row_to_notification(row)
+            if not self._abandoned(item, now):
+                yield item
+
+    @staticmethod
+    def _abandoned(item: Notification, now: datetime.datetime) -> bool:
+        return ((item.lease_until is not None and item.lease_until < now)
+                or owner_gone(item.owner))
+
+    def _take(self, conn: Any, item: Notification, owner: str,
+              now: datetime.datetime, lease: float) -> Notification | None:
+        """Compare-and-swap ``item`` to running under ``owner``."""
+        resumed = item.status is Status.RUNNING
+        values = dict(status=Status.RUNNING.value, owner=owner,
+                      lease_until=now + datetime.timedelta(seconds=lease),
+                      next_attempt_at=None, updated_at=now,
+                      version=item.version + 1,
+                      # A resumed run continues its attempt.
+                      attempts=item.attempts + (0 if resumed else 1))
+        done = conn.execute(notifications.update().where(
+            notifications.c.uuid == item.uuid,
+            notifications.c.version == item.version).values(**values))
+        if done.rowcount != 1:
+            return None
+        return dataclasses.replace(item, status=Status.RUNNING,
+                                   **{k: v for k, v in values.items()
+                                      if k != "status"})
+
+    def claim_next(self, owner: str, now: datetime.datetime, lease: float,
+                   busy_hosts: frozenset[str] = frozenset()
+                   ) -> Notification | None:
+        """Claim the oldest runnable COMPUTE_HOST notification: new, due
+        for a retry, or running under an owner that is gone. Never one for
+        a host another live run is recovering."""
+        query = notifications.select().where(
+            notifications.c.type == "COMPUTE_HOST",
+            sa.or_(
+                notifications.c.status == Status.NEW.value,
+                sa.and_(notifications.c.status == Status.ERROR.value,
+                        notifications.c.next_attempt_at <= now),
+                notifications.c.status == Status.RUNNING.value,
+            )).order_by(notifications.c.created_at, notifications.c.id)
+        with self._tx() as conn:
+            busy = set(busy_hosts)
+            busy.update(n.hostname for n in self._live_runs(conn, now))
+            for row in conn.execute(query):
+                item = _row_to_notification(row)
+                if item.hostname in busy:
+                    continue
+                if (item.status is Status.RUNNING
+                        and not self._abandoned(item, now)):
+                    continue
+                return self._take(conn, item, owner, now, lease)
+        return None
+
+    def claim_host(self, *, hostname: str, owner: str,
+                   now: datetime.datetime, lease: float,
+                   payload: dict[str, Any]) -> Notification:
+        """Claim a run of ``hostname`` for the CLI: resume an abandoned
+        one, or record a new one. Raise ``RecoveryInProgress`` if a live
+        process is recovering the host."""
+        with self._tx() as conn:
+            for live in self._live_runs(conn, now, hostname):
+                raise exception.RecoveryInProgress(
+                    f"{hostname} is being recovered by {live.owner} "
+                    f"(notification {live.uuid}, since "
+                    f"{live.updated_at:%Y-%m-%d %H:%M:%S} UTC)")
+            row = conn.execute(notifications.select().where(
+                notifications.c.hostname == hostname,
+                notifications.c.type == "COMPUTE_HOST",
+                notifications.c.status == Status.RUNNING.value)
+                .order_by(notifications.c.id).limit(1)).first()
+            if row is not None:
+                taken = self._take(conn, _row_to_notification(row), owner,
+                                   now, lease)
+                if taken is not None:
+                    return taken
+        return self.add(type="COMPUTE_HOST", hostname=hostname,
+                        generated_time=now, payload=payload, origin="cli",
+                        status=Status.RUNNING, now=now, owner=owner,
+                        lease_until=now + datetime.timedelta(seconds=lease))
+
+    def renew(self, owner: str, now: datetime.datetime,
+              lease: float) -> None:
+        with self._tx() as conn:
+            conn.execute(notifications.update().where(
+                notifications.c.owner == owner,
+                notifications.c.status == Status.RUNNING.value).values(
+                    lease_until=now + datetime.timedelta(seconds=lease)))
+
+    def finish(self, uuid: str, owner: str, status: Status, message: str,
+               now: datetime.datetime,
+               next_attempt_at: datetime.datetime | None = None) -> None:
+        """End this owner's run of a notification."""
+        with self._tx() as conn:
+            done = conn.execute(notifications.update().where(
+                notifications.c.uuid == uuid,
+                notifications.c.owner == owner,
+                notifications.c.status == Status.RUNNING.value).values(
+                    status=status.value, message=message, owner=None,
+                    lease_until=None, next_attempt_at=next_attempt_at,
+                    updated_at=now, version=notifications.c.version + 1))
+        if done.rowcount != 1:
+            raise exception.RecoveryError(
+                f"notification {uuid} is no longer run by {owner}")
+
+    # -- step progress -------------------------------------------------------
+    def add_step_event(self, uuid: str, step: str, state: str,
+                       progress: float, message: str,
+                       now: datetime.datetime) -> None:
+        with self._tx() as conn:
+            conn.execute(step_events.insert().values(
+                notification_uuid=uuid, step=step, state=state,
+                progress=progress, message=message, created_at=now))
+
+    def step_events(self, uuid: str) -> list[StepEvent]:
+        with self._tx() as conn:
+            rows = conn.execute(step_events.select().where(
+                step_events.c.notification_uuid == uuid).order_by(
+                    step_events.c.id))
+            return [StepEvent(r.step, r.state, r.progress, r.message,
+                              r.created_at) for r in rows]
+
+    # -- journal -------------------------------------------------------------
+    def save_instance(self, uuid: str, result: InstanceResult,
+                      now: datetime.datetime) -> None:
+        values = dict(
+            name=result.name, source_host=result.source_host,
+            dest_host=result.dest_host,
+            original_state=result.original_state,
+            final_state=result.final_state, phase=result.phase.value,
+            outcome=result.outcome.value if result.outcome else None,
+            reason=result.reason, locked_by_us=result.locked_by_us,
+            migration_floor=result.migration_floor,
+            started_at=result.started_at, finished_at=result.finished_at,
+            updated_at=now)
+        where = (instance_journal.c.notification_uuid == uuid,
+                 instance_journal.c.instance_uuid == result.uuid)
+        with self._tx() as conn:
+            done = conn.execute(
+                instance_journal.update().where(*where).values(**values))
+            if done.rowcount == 0:
+                conn.execute(instance_journal.insert().values(
+                    notification_uuid=uuid, instance_uuid=result.uuid,
+                    **values))
+
+    def journal(self, uuid: str) -> list[InstanceResult]:
+        with self._tx() as conn:
+            rows = conn.execute(instance_journal.select().where(
+                instance_journal.c.notification_uuid == uuid).order_by(
+                    instance_journal.c.id))
+            return [InstanceResult(
+                uuid=r.instance_uuid, name=r.name, source_host=r.source_host,
+                original_state=r.original_state, dest_host=r.dest_host,
+                final_state=r.final_state, started_at=r.started_at,
+                finished_at=r.finished_at,
+                outcome=Outcome(r.outcome) if r.outcome else None,
+                reason=r.reason, phase=Phase(r.phase),
+                locked_by_us=r.locked_by_us,
+                migration_floor=r.migration_floor) for r in rows]
+
+
+def open_store(connection: str, busy_timeout: float = 30.0) -> Store:
+    """Open (and create or upgrade) the store at an SQLAlchemy URL."""
+    url = sa.engine.make_url(connection)
+    kwargs: dict[str, Any] = {}
+    sqlite = url.get_backend_name() == "sqlite"
+    if sqlite:
+        kwargs["connect_args"] = {"timeout": busy_timeout,
+                                  "check_same_thread": False}
+    try:
+        engine = sa.create_engine(url, **kwargs)
+        if sqlite:
+            _serialize_sqlite_writers(engine)
+        store = Store(engine)
+        store.upgrade()
+    except sa.exc.SQLAlchemyError as exc:
+        raise exception.ConfigError(
+            f"cannot open the store {url.render_as_string()}: {exc}. "
+            f"Check [database] connection") from exc
+    return store
+
+
+def _serialize_sqlite_writers(engine: sa.engine.Engine) -> None:
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, record: Any) -> None:
+        # Let SQLAlchemy's "begin" event below issue BEGIN itself.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        # WAL with FULL: a commit is on disk when it returns.
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE")

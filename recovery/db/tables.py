@@ -1,0 +1,87 @@
+"""The schema, in SQLAlchemy Core. Changes go through a migration.
+
+Only portable SQL: SQLite by default, PostgreSQL for several engines.
+Times are stored as naive UTC and read back as aware UTC.
+"""
+
+import datetime
+
+import sqlalchemy as sa
+
+metadata = sa.MetaData()
+
+
+class UTCDateTime(sa.types.TypeDecorator):
+    impl = sa.DateTime
+    cache_ok = True
+
+    def process_bind_param(self, value, dialect):
+        if value is not None and value.tzinfo is not None:
+            value = value.astimezone(datetime.timezone.utc).replace(
+                tzinfo=None)
+        return value
+
+    def process_result_value(self, value, dialect):
+        if value is not None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        return value
+
+
+notifications = sa.Table(
+    "notifications", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("type", sa.String(16), nullable=False),
+    sa.Column("hostname", sa.String(255), nullable=False),
+    sa.Column("source_host_uuid", sa.String(36)),
+    sa.Column("generated_time", UTCDateTime, nullable=False),
+    sa.Column("payload", sa.Text, nullable=False),
+    sa.Column("origin", sa.String(8), nullable=False),
+    sa.Column("status", sa.String(16), nullable=False),
+    sa.Column("message", sa.Text),
+    sa.Column("attempts", sa.Integer, nullable=False, default=0),
+    sa.Column("next_attempt_at", UTCDateTime),
+    sa.Column("owner", sa.String(255)),
+    sa.Column("lease_until", UTCDateTime),
+    sa.Column("version", sa.Integer, nullable=False, default=0),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Index("ix_notifications_status", "status"),
+    sa.Index("ix_notifications_hostname_status", "hostname", "status"),
+)
+
+step_events = sa.Table(
+    "step_events", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("notification_uuid", sa.String(36),
+              sa.ForeignKey("notifications.uuid"), nullable=False),
+    sa.Column("step", sa.String(64), nullable=False),
+    sa.Column("state", sa.String(16), nullable=False),
+    sa.Column("progress", sa.Float, nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Index("ix_step_events_notification", "notification_uuid"),
+)
+
+instance_journal = sa.Table(
+    "instance_journal", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("notification_uuid", sa.String(36),
+              sa.ForeignKey("notifications.uuid"), nullable=False),
+    sa.Column("instance_uuid", sa.String(36), nullable=False),
+    sa.Column("name", sa.String(255), nullable=False),
+    sa.Column("source_host", sa.String(255), nullable=False),
+    sa.Column("dest_host", sa.String(255)),
+    sa.Column("original_state", sa.String(16), nullable=False),
+    sa.Column("final_state", sa.String(16)),
+    sa.Column("phase", sa.String(16), nullable=False),
+    sa.Column("outcome", sa.String(16)),
+    sa.Column("reason", sa.Text),
+    sa.Column("locked_by_us", sa.Boolean, nullable=False),
+    sa.Column("migration_floor", sa.Integer),
+    sa.Column("started_at", UTCDateTime),
+    sa.Column("finished_at", UTCDateTime),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.UniqueConstraint("notification_uuid", "instance_uuid",
+                        name="uq_journal_notification_instance"),
+)
