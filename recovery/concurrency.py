@@ -111,3 +111,60 @@ def _outcome(item: Any, wait: Callable[[], Any]) -> TaskOutcome:
 def task_pool(size: int) -> TaskPool:
     """A pool of ``size``: green in a monkey-patched process, else threads."""
     return GreenTaskPool(size) if is_green() else ThreadTaskPool(size)
+
+
+class Event:
+    """A flag threads wait on, with a timeout; green when patched."""
+
+    def __init__(self) -> None:
+        # Imported late for the same reason as in ThreadTaskPool.
+        import threading
+
+        self._event = threading.Event()
+
+    def set(self) -> None:
+        self._event.set()
+
+    def clear(self) -> None:
+        self._event.clear()
+
+    def is_set(self) -> bool:
+        return self._event.is_set()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        return self._event.wait(timeout)
+
+
+class Task:
+    """A function running on its own (green) thread."""
+
+    def __init__(self, fn: Callable[..., Any], *args: Any):
+        import threading
+
+        self._thread = threading.Thread(target=fn, args=args, daemon=True)
+        self._thread.start()
+
+    def wait(self, timeout: float | None = None) -> bool:
+        """Wait for the end; True if it ended within ``timeout``."""
+        self._thread.join(timeout)
+        return not self._thread.is_alive()
+
+
+def spawn(fn: Callable[..., Any], *args: Any) -> Task:
+    """Run ``fn(*args)`` in the background: a green thread in a patched
+    process, a real thread otherwise."""
+    return Task(fn, *args)
+
+
+
+def serve_wsgi(host: str, port: int, app: Any,
+               log: Any) -> tuple[Task, int]:
+    """Listen on ``host:port`` and serve ``app`` on a green thread; call
+    it in a monkey-patched process. Returns the serving task and the bound
+    port (``port`` 0 picks a free one). Raises OSError if it cannot bind.
+    """
+    import eventlet.wsgi
+
+    sock = eventlet.listen((host, port))
+    task = spawn(eventlet.wsgi.server, sock, app, log)
+    return task, sock.getsockname()[1]

@@ -45,13 +45,20 @@ GROUP = "nova"
 T = TypeVar("T")
 
 
-def load_nova(conf: cfg.ConfigOpts, clock: Clock) -> "Nova":
-    """Build the facade from ``[nova]``: one keystoneauth1 session."""
+def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
+              timeout: float | None = None,
+              retries: int | None = None) -> "Nova":
+    """Build the facade from ``[nova]``: one keystoneauth1 session.
+
+    ``timeout`` and ``retries`` override ``[nova]`` for callers that must
+    answer quickly (the API's host check).
+    """
     group = conf[GROUP]
+    overrides = {} if timeout is None else {"timeout": timeout}
     try:
         auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
         session = ks_loading.load_session_from_conf_options(
-            conf, GROUP, auth=auth)
+            conf, GROUP, auth=auth, **overrides)
     except ks_exc.ClientException as exc:
         raise exception.ConfigError(
             f"[nova] auth options are invalid: {exc}. Set [nova] auth_type "
@@ -69,7 +76,8 @@ def load_nova(conf: cfg.ConfigOpts, clock: Clock) -> "Nova":
         service_type=group.service_type,
         service_name=group.service_name,
         connect_retries=0, status_code_retries=0)
-    return Nova(client, retries=group.api_retries, clock=clock)
+    return Nova(client, clock=clock,
+                retries=group.api_retries if retries is None else retries)
 
 
 def _translate(what: str, exc: Exception) -> exception.RecoveryError:

@@ -2,7 +2,8 @@
 
 Exit codes: 0 every instance recovered (or nothing to do), 1 recovery
 failed (an instance failed, or Nova failed), 2 bad usage or config or an
-unknown host, 3 refused for safety.
+unknown host, 3 refused for safety (a host that heartbeats, or one that
+another live process is recovering).
 """
 
 import argparse
@@ -16,10 +17,17 @@ from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.cmd import output
 from recovery.concurrency import Clock
+from recovery.db.store import Status
+from recovery.db.store import Store
+from recovery.db.store import open_store
+from recovery.db.store import this_process
+from recovery.engine import runner
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
 from recovery.flows.host_failure import recover_host
+from recovery.nova import Nova
 from recovery.nova import load_nova
+from recovery.results import HostReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
@@ -53,6 +61,25 @@ def build_parser() -> argparse.ArgumentParser:
                            "why; change nothing in Nova.")
     host.add_argument("--format", choices=("table", "json"), default="table",
                       help="Result format on stdout (default: table).")
+    notes = commands.add_parser(
+        "notifications", help="Show recorded runs: notifications received "
+                              "by recovery-engine and host-failure runs.")
+    actions = notes.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="List notifications, newest "
+                                              "first.")
+    listing.add_argument("--status", help="Only this status (new, running, "
+                                          "finished, error, failed, "
+                                          "ignored).")
+    listing.add_argument("--host", help="Only this host.")
+    listing.add_argument("--limit", type=int, default=50,
+                         help="At most this many (default: 50).")
+    listing.add_argument("--format", choices=("table", "json"),
+                         default="table")
+    show = actions.add_parser("show", help="One notification with its steps "
+                                           "and per-instance results.")
+    show.add_argument("uuid")
+    show.add_argument("--format", choices=("table", "json"),
+                      default="table")
     return parser
 
 
@@ -71,17 +98,75 @@ def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     return conf
 
 
+def open_conf_store(conf: cfg.ConfigOpts) -> Store:
+    return open_store(conf.database.connection, conf.database.busy_timeout)
+
+
 def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     clock = Clock()
-    env = Env(nova=load_nova(conf, clock), clock=clock,
-              settings=Settings.from_conf(conf),
-              recorder=output.ProgressPrinter())
-    report = recover_host(env, args.host, host_is_off=args.host_is_off,
-                          dry_run=args.dry_run)
+    nova = load_nova(conf, clock)
+    settings = Settings.from_conf(conf)
+    printer = output.ProgressPrinter()
+    if args.dry_run:
+        report = recover_host(
+            Env(nova=nova, clock=clock, settings=settings, recorder=printer),
+            args.host, host_is_off=args.host_is_off, dry_run=True)
+    else:
+        report = _recorded_run(conf, args, nova, clock, settings, printer)
     render = output.render_json if args.format == "json" else (
         output.render_table)
     print(render(report))
     return EXIT_OK if report.succeeded else EXIT_FAILED
+
+
+def _recorded_run(conf: cfg.ConfigOpts, args: argparse.Namespace,
+                  nova: Nova, clock: Clock, settings: Settings,
+                  printer: output.ProgressPrinter) -> HostReport:
+    """Run the recovery as a notification in the store, journaled like
+    the engine's: an interrupted run is resumed by the next one (or by
+    recovery-engine), and shows in 'recovery notifications'."""
+    store = open_conf_store(conf)
+    owner, lease = this_process(), conf.engine.lease_seconds
+    notification, resumed = store.claim_host(
+        hostname=args.host, owner=owner, now=clock.now(), lease=lease,
+        payload={"event": "STOPPED", "host_is_off": args.host_is_off})
+    if resumed:
+        print(f"Resuming the interrupted run {notification.uuid}",
+              file=sys.stderr)
+    keeper = runner.LeaseKeeper(store, owner, clock, lease)
+    try:
+        env = Env(nova=nova, clock=clock, settings=settings,
+                  recorder=runner.StoreRecorder(store, notification.uuid,
+                                                clock, listener=printer))
+        result = runner.attempt(env, store, notification,
+                                host_is_off=args.host_is_off)
+    finally:
+        keeper.close()
+    # The command is the operator's retry: it records no 'error' for the
+    # engine to retry on its own.
+    status = (Status.FINISHED if result.status is Status.FINISHED
+              else Status.FAILED)
+    store.finish(notification.uuid, owner, status, result.message,
+                 clock.now())
+    if result.error is not None:
+        raise result.error
+    print(f"Recorded as notification {notification.uuid}: 'recovery "
+          f"notifications show {notification.uuid}'", file=sys.stderr)
+    return result.report
+
+
+def notifications(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    store = open_conf_store(conf)
+    if args.action == "list":
+        filters = {k: v for k, v in (("status", args.status),
+                                     ("hostname", args.host)) if v}
+        items = store.list_notifications(filters=filters, limit=args.limit)
+        print(output.render_notifications(items, args.format))
+        return EXIT_OK
+    item = store.get(args.uuid)
+    print(output.render_notification(item, store.step_events(item.uuid),
+                                     store.journal(item.uuid), args.format))
+    return EXIT_OK
 
 
 def _fail(code: int, message: str) -> int:
@@ -91,12 +176,15 @@ def _fail(code: int, message: str) -> int:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    command = host_failure if args.command == "host-failure" else (
+        notifications)
     try:
         conf = load_conf(args)
-        return host_failure(conf, args)
-    except exception.HostNotDown as exc:
+        return command(conf, args)
+    except (exception.HostNotDown, exception.RecoveryInProgress) as exc:
         return _fail(EXIT_REFUSED, str(exc))
-    except (cfg.Error, exception.ConfigError, exception.UnknownHost) as exc:
+    except (cfg.Error, exception.ConfigError, exception.UnknownHost,
+            exception.NotFound) as exc:
         return _fail(EXIT_USAGE, str(exc))
     except exception.NovaForbidden as exc:
         return _fail(EXIT_USAGE, f"{exc}. Check the [nova] credentials; "
@@ -108,10 +196,11 @@ def main(argv: list[str] | None = None) -> int:
         return _fail(EXIT_FAILED, str(exc))
     except KeyboardInterrupt:
         return _fail(130, "interrupted. Instances that were moving may "
-                          "still be locked with [host_failure] lock_reason: "
-                          "find them with 'openstack server list "
-                          "--all-projects --locked'. Running again for the "
-                          "host releases the locks of those still on it")
+                          "still be locked; the run is journaled. Run the "
+                          "same command again to resume it: it finishes "
+                          "what was in flight without evacuating anything "
+                          "twice, and releases the locks (recovery-engine, "
+                          "if it runs, resumes it too)")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,9 @@ from typing import TextIO
 
 import prettytable
 
+from recovery.api import views
+from recovery.db.store import Notification
+from recovery.db.store import StepEvent
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Phase
@@ -61,3 +64,37 @@ def render_table(report: HostReport) -> str:
 
 def render_json(report: HostReport) -> str:
     return json.dumps(report.to_dict(), indent=2, sort_keys=True)
+
+
+def render_notifications(items: list[Notification], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([views.notification(n) for n in items], indent=2)
+    table = prettytable.PrettyTable(
+        ["UUID", "Type", "Host", "Status", "Origin", "Created (UTC)",
+         "Message"])
+    table.align = "l"
+    for n in items:
+        table.add_row([n.uuid, n.type, n.hostname, n.status.value, n.origin,
+                       f"{n.created_at:%Y-%m-%d %H:%M:%S}", n.message or ""])
+    return table.get_string()
+
+
+def render_notification(item: Notification, steps: list[StepEvent],
+                        journal: list[InstanceResult], fmt: str) -> str:
+    if fmt == "json":
+        body = views.notification(item)
+        body["recovery_workflow_details"] = views.workflow_details(steps)
+        body["instances"] = [r.to_dict() for r in journal]
+        return json.dumps(body, indent=2, sort_keys=True)
+    lines = [f"Notification {item.uuid}: {item.type} {item.hostname}, "
+             f"{item.status.value} (attempt {item.attempts}, "
+             f"{item.origin})"]
+    if item.message:
+        lines.append(f"  {item.message}")
+    for step in views.workflow_details(steps):
+        last = step["progress_details"][-1]
+        lines.append(f"  step {step['name']}: {step['state']} "
+                     f"({last['message']})")
+    report = HostReport(item.hostname, item.created_at, instances=journal)
+    lines.append(render_table(report))
+    return "\n".join(lines)

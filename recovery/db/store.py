@@ -47,6 +47,7 @@ SORT_KEYS = frozenset({"created_at", "updated_at", "generated_time",
 
 @dataclasses.dataclass
 class Notification:
+    id: int
     uuid: str
     type: str
     hostname: str
@@ -97,7 +98,6 @@ def owner_gone(owner: str | None) -> bool:
 
 def _row_to_notification(row: Any) -> Notification:
     data = dict(row._mapping)
-    data.pop("id")
     data["payload"] = json.loads(data["payload"])
     data["status"] = Status(data["status"])
     return Notification(**data)
@@ -134,14 +134,15 @@ class Store:
             origin: str, status: Status, now: datetime.datetime,
             message: str | None = None, source_host_uuid: str | None = None,
             duplicate_window: float = 0, owner: str | None = None,
-            lease_until: datetime.datetime | None = None) -> Notification:
+            lease_until: datetime.datetime | None = None,
+            attempts: int = 0) -> Notification:
         """Store a notification; raise ``Duplicate`` if the same type, host
         and payload arrived with a generated_time within the window."""
         values = dict(
             uuid=str(uuidlib.uuid4()), type=type, hostname=hostname,
             source_host_uuid=source_host_uuid, generated_time=generated_time,
             payload=canonical_payload(payload), origin=origin,
-            status=status.value, message=message, attempts=0,
+            status=status.value, message=message, attempts=attempts,
             owner=owner, lease_until=lease_until, version=0,
             created_at=now, updated_at=now)
         with self._tx() as conn:
@@ -172,7 +173,7 @@ class Store:
             raise exception.NotFound(f"no notification {uuid}")
         return _row_to_notification(row)
 
-    def list(self, *, filters: dict[str, Any] | None = None,
+    def list_notifications(self, *, filters: dict[str, Any] | None = None,
              generated_since: datetime.datetime | None = None,
              limit: int | None = None, marker: str | None = None,
              sort_key: str = "created_at", sort_dir: str = "desc"
@@ -189,9 +190,10 @@ class Store:
                 notifications.c.generated_time >= generated_since)
         with self._tx() as conn:
             if marker is not None:
+                key = (notifications.c.id == int(marker) if marker.isdigit()
+                       else notifications.c.uuid == marker)
                 anchor = conn.execute(
-                    sa.select(column, notifications.c.id).where(
-                        notifications.c.uuid == marker)).first()
+                    sa.select(column, notifications.c.id).where(key)).first()
                 if anchor is None:
                     raise exception.NotFound(f"marker {marker} not found")
                 before = sa.tuple_(column, notifications.c.id) < tuple(anchor)
@@ -236,9 +238,8 @@ class Store:
                                    **{k: v for k, v in values.items()
                                       if k != "status"})
 
-    def claim_next(self, owner: str, now: datetime.datetime, lease: float,
-                   busy_hosts: frozenset[str] = frozenset()
-                   ) -> Notification | None:
+    def claim_next(self, owner: str, now: datetime.datetime,
+                   lease: float) -> Notification | None:
         """Claim the oldest runnable COMPUTE_HOST notification: new, due
         for a retry, or running under an owner that is gone. Never one for
         a host another live run is recovering."""
@@ -251,8 +252,7 @@ class Store:
                 notifications.c.status == Status.RUNNING.value,
             )).order_by(notifications.c.created_at, notifications.c.id)
         with self._tx() as conn:
-            busy = set(busy_hosts)
-            busy.update(n.hostname for n in self._live_runs(conn, now))
+            busy = {n.hostname for n in self._live_runs(conn, now)}
             for row in conn.execute(query):
                 item = _row_to_notification(row)
                 if item.hostname in busy:
@@ -265,10 +265,10 @@ class Store:
 
     def claim_host(self, *, hostname: str, owner: str,
                    now: datetime.datetime, lease: float,
-                   payload: dict[str, Any]) -> Notification:
+                   payload: dict[str, Any]) -> tuple[Notification, bool]:
         """Claim a run of ``hostname`` for the CLI: resume an abandoned
-        one, or record a new one. Raise ``RecoveryInProgress`` if a live
-        process is recovering the host."""
+        one (returned with True), or record a new one. Raise
+        ``RecoveryInProgress`` if a live process is recovering the host."""
         with self._tx() as conn:
             for live in self._live_runs(conn, now, hostname):
                 raise exception.RecoveryInProgress(
@@ -284,11 +284,12 @@ class Store:
                 taken = self._take(conn, _row_to_notification(row), owner,
                                    now, lease)
                 if taken is not None:
-                    return taken
+                    return taken, True
         return self.add(type="COMPUTE_HOST", hostname=hostname,
                         generated_time=now, payload=payload, origin="cli",
                         status=Status.RUNNING, now=now, owner=owner,
-                        lease_until=now + datetime.timedelta(seconds=lease))
+                        lease_until=now + datetime.timedelta(seconds=lease),
+                        attempts=1), False
 
     def renew(self, owner: str, now: datetime.datetime,
               lease: float) -> None:

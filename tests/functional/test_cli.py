@@ -23,7 +23,8 @@ def write_config(tmp_path, fake, threads=3, retries=3):
         f"[host_failure]\npoll_interval = 0.05\nevacuation_timeout = 20\n\n"
         f"[nova]\nauth_type = admin_token\nendpoint = {fake.endpoint}\n"
         f"token = admin:admin:admin\ntimeout = 5\n"
-        f"api_retries = {retries}\n")
+        f"api_retries = {retries}\n\n"
+        f"[database]\nconnection = sqlite:///{tmp_path}/recovery.sqlite\n")
     return str(path)
 
 
@@ -197,7 +198,8 @@ def test_secrets_never_reach_logs(fake_nova, tmp_path):
             f"[nova]\nauth_type = password\nauth_url = {keystone.url}\n"
             f"username = recovery\npassword = sup3r-s3cret\n"
             f"project_name = admin\nuser_domain_id = default\n"
-            f"project_domain_id = default\n")
+            f"project_domain_id = default\n\n[database]\n"
+            f"connection = sqlite:///{tmp_path}/recovery.sqlite\n")
         proc = run_cli(str(config), "--debug", "host-failure", FAILED)
     assert proc.returncode == 0, proc.stderr
     assert "DEBUG" in proc.stderr

@@ -1,0 +1,2 @@
+"""The notification API: Masakari's ``/v1/notifications``, served by
+``recovery-engine``."""

@@ -1,0 +1,229 @@
+"""The WSGI application of the notification API.
+
+Store first, answer second: a notification is committed before the 202
+goes out, and nothing is stored on any 4xx.
+"""
+
+import json
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import webob
+import webob.dec
+import webob.exc
+
+from recovery import exception
+from recovery.api import validation
+from recovery.api import views
+from recovery.concurrency import Clock
+from recovery.db.store import SORT_KEYS
+from recovery.db.store import Status
+from recovery.db.store import Store
+
+LOG = logging.getLogger(__name__)
+
+# The host's nova-compute service id; raises UnknownHost, or a Nova error
+# when Nova cannot say.
+HostCheck = Callable[[str], str]
+
+VERSION = {"id": "v1.0", "status": "CURRENT", "version": "1.3",
+           "min_version": "1.0", "updated": "2026-11-22T00:00:00Z",
+           "links": [{"rel": "self", "href": "/v1/"}]}
+
+
+def error(status: int, message: str) -> webob.Response:
+    """An error in the shape OpenStack clients read."""
+    names = {400: "badRequest", 404: "itemNotFound", 405: "notAllowed",
+             409: "conflictingRequest", 413: "requestEntityTooLarge",
+             415: "unsupportedMediaType"}
+    return webob.Response(
+        status=status, content_type="application/json", charset="utf-8",
+        json_body={names.get(status, "error"): {"code": status,
+                                                "message": message}})
+
+
+def respond(status: int, body: dict[str, Any]) -> webob.Response:
+    return webob.Response(status=status, content_type="application/json",
+                          charset="utf-8", json_body=body)
+
+
+def initial_status(data: dict[str, Any]) -> tuple[Status, str | None]:
+    """``new`` for what the engine acts on; ``ignored`` with the reason
+    for what it does not (yet)."""
+    payload = data["payload"]
+    if data["type"] != "COMPUTE_HOST":
+        return Status.IGNORED, (f"{data['type']} notifications are "
+                                f"validated and recorded; this engine has "
+                                f"no {data['type']} recovery flow yet")
+    if payload["event"] == "STARTED":
+        return Status.IGNORED, ("host return is not automated: the host "
+                                "stays disabled until an operator enables "
+                                "it")
+    if payload.get("host_status") != "NORMAL":
+        return Status.IGNORED, (
+            f"host_status is {payload.get('host_status', 'missing')}: "
+            f"the monitor did not confirm the host is off, and evacuating "
+            f"a host that may still run its guests would run them twice")
+    return Status.NEW, None
+
+
+class NotificationAPI:
+    def __init__(self, store: Store, check_host: HostCheck, clock: Clock,
+                 *, max_body: int, duplicate_window: float,
+                 on_stored: Callable[[], None] = lambda: None):
+        self.store = store
+        self.check_host = check_host
+        self.clock = clock
+        self.max_body = max_body
+        self.duplicate_window = duplicate_window
+        self.on_stored = on_stored
+
+    @webob.dec.wsgify
+    def __call__(self, req: webob.Request) -> webob.Response:
+        parts = [p for p in req.path_info.split("/") if p]
+        try:
+            return self._route(req, parts)
+        except exception.NotFound as exc:
+            return error(404, str(exc))
+
+    def _route(self, req: webob.Request, parts: list[str]) -> Any:
+        if not parts:
+            return self._only(req, "GET") or respond(
+                300, {"versions": [VERSION]})
+        if parts == ["v1"]:
+            return self._only(req, "GET") or respond(200,
+                                                     {"version": VERSION})
+        if parts == ["v1", "notifications"]:
+            if req.method == "POST":
+                return self.create(req)
+            return self._only(req, "GET") or self.index(req)
+        if parts[:2] == ["v1", "notifications"] and len(parts) == 3:
+            return self._only(req, "GET") or self.show(parts[2])
+        if (parts[:2] == ["v1", "notifications"] and len(parts) == 4
+                and parts[3] == "vmoves"):
+            return self._only(req, "GET") or self.vmoves(parts[2])
+        return error(404, f"no resource at {req.path_info}")
+
+    @staticmethod
+    def _only(req: webob.Request, method: str) -> webob.Response | None:
+        if req.method != method:
+            return error(405, f"{req.method} is not allowed on "
+                              f"{req.path_info}")
+        return None
+
+    # -- create ------------------------------------------------------------
+    def _body(self, req: webob.Request) -> Any:
+        if req.content_type != "application/json":
+            raise _Refused(415, f"Content-Type must be application/json, "
+                                f"not {req.content_type or 'missing'}")
+        if req.content_length is not None and (
+                req.content_length > self.max_body):
+            raise _Refused(413, f"body larger than {self.max_body} bytes")
+        raw = req.body_file.read(self.max_body + 1)
+        if len(raw) > self.max_body:
+            raise _Refused(413, f"body larger than {self.max_body} bytes")
+        try:
+            return json.loads(raw)
+        except ValueError as exc:
+            raise _Refused(400, f"body is not valid JSON: {exc}") from exc
+
+    def create(self, req: webob.Request) -> webob.Response:
+        try:
+            data = validation.notification(self._body(req))
+            source_host_uuid, note = self._host(data["hostname"])
+        except _Refused as exc:
+            return error(exc.status, exc.message)
+        except validation.Invalid as exc:
+            return error(400, str(exc))
+        status, reason = initial_status(data)
+        try:
+            stored = self.store.add(
+                type=data["type"], hostname=data["hostname"],
+                generated_time=data["generated_time"],
+                payload=data["payload"], origin="api", status=status,
+                message=reason or note, source_host_uuid=source_host_uuid,
+                now=self.clock.now(),
+                duplicate_window=self.duplicate_window)
+        except exception.Duplicate as exc:
+            return error(409, str(exc))
+        LOG.info("Stored notification %s: %s %s on %s (%s)", stored.uuid,
+                 stored.type, data["payload"].get("event"), stored.hostname,
+                 stored.status.value)
+        if status is Status.NEW:
+            self.on_stored()
+        return respond(202, {"notification": views.notification(stored)})
+
+    def _host(self, hostname: str) -> tuple[str | None, str | None]:
+        """The host's service id, or why it could not be checked. An
+        unknown host is refused; a Nova that cannot answer is not the
+        monitor's fault, so the check moves to processing time."""
+        try:
+            return self.check_host(hostname), None
+        except exception.UnknownHost as exc:
+            raise _Refused(400, f"notification.hostname: {exc}") from exc
+        except exception.RecoveryError as exc:
+            LOG.warning("Could not check host %s with Nova (%s); storing "
+                        "the notification, the check runs when it is "
+                        "processed", hostname, exc)
+            return None, f"host not checked at intake: {exc}"
+
+    # -- read --------------------------------------------------------------
+    def index(self, req: webob.Request) -> webob.Response:
+        params = req.GET
+        try:
+            query = _list_query(params)
+        except validation.Invalid as exc:
+            return error(400, str(exc))
+        try:
+            items = self.store.list_notifications(**query)
+        except exception.NotFound as exc:
+            return error(400, f"marker: {exc}")
+        return respond(200, {"notifications": [views.notification(n)
+                                               for n in items]})
+
+    def show(self, uuid: str) -> webob.Response:
+        body = views.notification(self.store.get(uuid))
+        body["recovery_workflow_details"] = views.workflow_details(
+            self.store.step_events(uuid))
+        return respond(200, {"notification": body})
+
+    def vmoves(self, uuid: str) -> webob.Response:
+        self.store.get(uuid)
+        return respond(200, {"vmoves": [
+            views.vmove(uuid, r) for r in self.store.journal(uuid)]})
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str):
+        super().__init__(message)
+        self.status, self.message = status, message
+
+
+FILTERS = ("status", "source_host_uuid", "type", "hostname")
+
+
+def _list_query(params: Any) -> dict[str, Any]:
+    filters = {k: params[k] for k in FILTERS if k in params}
+    if "status" in filters and filters["status"] not in {
+            s.value for s in Status}:
+        raise validation.Invalid(f"status: {filters['status']!r} is not "
+                                 f"one of {[s.value for s in Status]}")
+    query: dict[str, Any] = {"filters": filters,
+                             "marker": params.get("marker"),
+                             "sort_key": params.get("sort_key", "created_at"),
+                             "sort_dir": params.get("sort_dir", "desc")}
+    if query["sort_key"] not in SORT_KEYS:
+        raise validation.Invalid(f"sort_key: must be one of "
+                                 f"{sorted(SORT_KEYS)}")
+    if query["sort_dir"] not in ("asc", "desc"):
+        raise validation.Invalid("sort_dir: must be asc or desc")
+    if "limit" in params:
+        limit = params["limit"]
+        if not limit.isdigit() or int(limit) < 1:
+            raise validation.Invalid("limit: must be a positive integer")
+        query["limit"] = int(limit)
+    if "generated-since" in params:
+        query["generated_since"] = validation.parse_time(
+            params["generated-since"], "generated-since")
+    return query

@@ -1,0 +1,128 @@
+"""Who may call the notification API (``[api] auth_strategy``).
+
+The version documents at ``/`` and ``/v1`` are public, as in every
+OpenStack API: clients discover the version before they authenticate.
+"""
+
+import hmac
+import ipaddress
+import logging
+import socket
+from typing import Any
+
+import webob
+import webob.dec
+
+from recovery import exception
+from recovery.api.app import error
+
+LOG = logging.getLogger(__name__)
+
+PUBLIC_PATHS = frozenset({"", "/", "/v1", "/v1/"})
+ADMIN_ROLE = "admin"
+
+
+def _unauthorized(message: str) -> webob.Response:
+    response = webob.Response(
+        status=401, content_type="application/json", charset="utf-8",
+        json_body={"error": {"code": 401, "message": message}})
+    response.headers["WWW-Authenticate"] = 'Token realm="recovery"'
+    return response
+
+
+class PublicVersions:
+    """Send the version documents past authentication."""
+
+    def __init__(self, app: Any, protected: Any):
+        self.app, self.protected = app, protected
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        target = (self.app if environ.get("PATH_INFO", "") in PUBLIC_PATHS
+                  else self.protected)
+        return target(environ, start_response)
+
+
+class StaticToken:
+    """One shared token, compared in constant time."""
+
+    def __init__(self, app: Any, token: str):
+        self.app, self._token = app, token.encode()
+
+    @webob.dec.wsgify
+    def __call__(self, req: webob.Request) -> Any:
+        sent = req.headers.get("X-Auth-Token")
+        if not sent:
+            return _unauthorized("X-Auth-Token is required")
+        if not hmac.compare_digest(sent.encode(), self._token):
+            LOG.warning("Refused a request with a wrong token from %s",
+                        req.remote_addr)
+            return _unauthorized("the token is not valid")
+        return req.get_response(self.app)
+
+
+class RequireAdmin:
+    """After keystonemiddleware: the caller must hold the admin role."""
+
+    def __init__(self, app: Any):
+        self.app = app
+
+    @webob.dec.wsgify
+    def __call__(self, req: webob.Request) -> Any:
+        if req.headers.get("X-Identity-Status") != "Confirmed":
+            return _unauthorized("a valid Keystone token is required")
+        roles = {r.strip().lower()
+                 for r in req.headers.get("X-Roles", "").split(",")}
+        if ADMIN_ROLE not in roles:
+            return error(403, "the admin role is required")
+        return req.get_response(self.app)
+
+
+def is_loopback(host: str) -> bool:
+    try:
+        addresses = {info[4][0] for info in socket.getaddrinfo(host, None)}
+    except OSError:
+        return False
+    return bool(addresses) and all(
+        ipaddress.ip_address(a.split("%")[0]).is_loopback
+        for a in addresses)
+
+
+def read_token(path: str | None) -> str:
+    if not path:
+        raise exception.ConfigError(
+            "[api] auth_strategy = token needs [api] token_file")
+    try:
+        with open(path, encoding="utf-8") as handle:
+            token = handle.read().strip()
+    except OSError as exc:
+        raise exception.ConfigError(
+            f"[api] token_file {path} cannot be read: {exc.strerror}"
+        ) from exc
+    if len(token) < 16:
+        raise exception.ConfigError(
+            f"[api] token_file {path} holds a token shorter than 16 "
+            f"characters; use a long random one (e.g. openssl rand -hex "
+            f"32)")
+    return token
+
+
+def protect(app: Any, conf: Any) -> Any:
+    """Wrap ``app`` per ``[api] auth_strategy``; refuse a config that
+    would expose an unauthenticated API beyond loopback."""
+    strategy = conf.api.auth_strategy
+    if strategy == "noauth":
+        if not is_loopback(conf.api.host):
+            raise exception.ConfigError(
+                f"[api] auth_strategy = noauth is allowed only with a "
+                f"loopback [api] host, not {conf.api.host}: use keystone "
+                f"or token")
+        return app
+    if strategy == "token":
+        protected = StaticToken(app, read_token(conf.api.token_file))
+    else:
+        from keystonemiddleware import auth_token
+
+        protected = auth_token.AuthProtocol(
+            RequireAdmin(app),
+            {"oslo_config_config": conf, "delay_auth_decision": False})
+    return PublicVersions(app, protected)

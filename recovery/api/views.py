@@ -1,0 +1,77 @@
+"""Store records in the shapes Masakari's API (and its clients) use."""
+
+import datetime
+from typing import Any
+
+from recovery.db.store import Notification
+from recovery.db.store import StepEvent
+from recovery.results import InstanceResult
+from recovery.results import Outcome
+
+
+def timestamp(value: datetime.datetime | None) -> str | None:
+    """Masakari's format: UTC, no offset, microseconds."""
+    if value is None:
+        return None
+    value = value.astimezone(datetime.timezone.utc).replace(tzinfo=None)
+    return value.strftime("%Y-%m-%dT%H:%M:%S.%f")
+
+
+def notification(item: Notification) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "notification_uuid": item.uuid,
+        "type": item.type,
+        "hostname": item.hostname,
+        "source_host_uuid": item.source_host_uuid,
+        "generated_time": timestamp(item.generated_time),
+        "payload": item.payload,
+        "status": item.status.value,
+        "message": item.message,
+        "origin": item.origin,
+        "attempts": item.attempts,
+        "next_attempt_at": timestamp(item.next_attempt_at),
+        "created_at": timestamp(item.created_at),
+        "updated_at": timestamp(item.updated_at),
+        "deleted": False,
+        "deleted_at": None,
+    }
+
+
+def workflow_details(events: list[StepEvent]) -> list[dict[str, Any]]:
+    """One entry per step, in the order the steps started."""
+    steps: dict[str, dict[str, Any]] = {}
+    for event in events:
+        step = steps.setdefault(event.step, {"name": event.step,
+                                             "progress_details": []})
+        step["state"], step["progress"] = event.state, event.progress
+        step["progress_details"].append({
+            "timestamp": timestamp(event.created_at),
+            "progress": event.progress, "message": event.message})
+    return list(steps.values())
+
+
+VMOVE_STATUS = {Outcome.RECOVERED: "succeeded", Outcome.FAILED: "failed",
+                Outcome.SKIPPED: "ignored"}
+
+
+def vmove(notification_uuid: str, result: InstanceResult) -> dict[str, Any]:
+    if result.outcome is not None:
+        status = VMOVE_STATUS.get(result.outcome, "pending")
+    else:
+        status = "pending" if result.phase.value == "pending" else "ongoing"
+    return {
+        "notification_uuid": notification_uuid,
+        "instance_uuid": result.uuid,
+        "instance_name": result.name,
+        "source_host": result.source_host,
+        "dest_host": result.dest_host,
+        "start_time": timestamp(result.started_at),
+        "end_time": timestamp(result.finished_at),
+        "type": "evacuation",
+        "status": status,
+        "phase": result.phase.value,
+        "original_state": result.original_state,
+        "final_state": result.final_state,
+        "message": result.reason,
+    }

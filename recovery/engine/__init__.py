@@ -1,0 +1,1 @@
+"""Running notifications: one attempt, and the service loop around it."""

@@ -1,0 +1,144 @@
+"""The service loop: claim notifications from the store and run them.
+
+One loop, woken when the API stores a notification (or when a retry falls
+due, or the lease needs renewing), claims what is runnable and starts each
+host recovery on its own task. Claims are compare-and-swap in the store,
+so a notification never runs twice, and one host never twice at once.
+"""
+
+import logging
+from collections.abc import Callable
+
+from oslo_config import cfg
+
+from recovery import concurrency
+from recovery.db.store import Notification
+from recovery.db.store import Status
+from recovery.db.store import Store
+from recovery.db.store import this_process
+from recovery.engine import runner
+from recovery.flows.context import Env
+from recovery.flows.context import Settings
+from recovery.nova import Nova
+
+LOG = logging.getLogger(__name__)
+
+# The longest the loop waits for a wake-up before looking at the store
+# again (retries falling due, runs abandoned by another engine).
+IDLE_WAIT = 1.0
+
+
+class Engine:
+    def __init__(self, conf: cfg.ConfigOpts, store: Store,
+                 nova_factory: Callable[[], Nova],
+                 clock: concurrency.Clock,
+                 heartbeat: Callable[[str], None] = lambda status: None):
+        self.conf = conf
+        self.store = store
+        self.nova_factory = nova_factory
+        self.clock = clock
+        self.owner = this_process()
+        self.heartbeat = heartbeat
+        self.wake = concurrency.Event()
+        self._stopping = concurrency.Event()
+        self._runs: dict[str, tuple[Notification, concurrency.Task]] = {}
+
+    # -- the loop ----------------------------------------------------------
+    def serve(self) -> None:
+        """Run until ``stop()``; then let runs in flight drain."""
+        lease = self.conf.engine.lease_seconds
+        keeper = runner.LeaseKeeper(self.store, self.owner, self.clock,
+                                    lease)
+        try:
+            while not self._stopping.is_set():
+                self._reap()
+                self._claim()
+                self.heartbeat(self.status())
+                self.wake.wait(IDLE_WAIT)
+                self.wake.clear()
+            self._drain()
+        finally:
+            keeper.close()
+
+    def stop(self) -> None:
+        """Take no new work; runs in flight start no new instance."""
+        self._stopping.set()
+        self.wake.set()
+
+    def status(self) -> str:
+        if not self._runs:
+            return "idle, waiting for notifications"
+        hosts = ", ".join(sorted(n.hostname for n, _ in self._runs.values()))
+        return f"recovering {len(self._runs)} host(s): {hosts}"
+
+    def _claim(self) -> None:
+        limit = self.conf.engine.max_concurrent_host_recoveries
+        while len(self._runs) < limit and not self._stopping.is_set():
+            notification = self.store.claim_next(
+                self.owner, self.clock.now(), self.conf.engine.lease_seconds)
+            if notification is None:
+                return
+            LOG.info("Claimed notification %s: host %s, attempt %d",
+                     notification.uuid, notification.hostname,
+                     notification.attempts)
+            self._runs[notification.uuid] = (
+                notification, concurrency.spawn(self.run, notification))
+
+    def _reap(self) -> None:
+        for uuid, (_, task) in list(self._runs.items()):
+            if task.wait(0):
+                del self._runs[uuid]
+
+    def _drain(self) -> None:
+        timeout = self.conf.engine.graceful_shutdown_timeout
+        deadline = self.clock.monotonic() + timeout
+        for notification, task in list(self._runs.values()):
+            left = max(deadline - self.clock.monotonic(), 0)
+            self.heartbeat(f"stopping: waiting for {notification.hostname}")
+            if not task.wait(left):
+                LOG.warning("Stopping with the recovery of %s in flight; "
+                            "it resumes from the journal at the next start",
+                            notification.hostname)
+
+    # -- one run -----------------------------------------------------------
+    def run(self, notification: Notification) -> None:
+        recorder = runner.StoreRecorder(self.store, notification.uuid,
+                                        self.clock)
+        try:
+            env = Env(nova=self.nova_factory(), clock=self.clock,
+                      settings=Settings.from_conf(self.conf),
+                      recorder=recorder, stopping=self._stopping.is_set)
+            result = runner.attempt(env, self.store, notification)
+        except Exception as exc:
+            LOG.exception("Notification %s failed unexpectedly",
+                          notification.uuid)
+            result = runner.Attempt(Status.ERROR, f"unexpected error: "
+                                                  f"{exc!r}")
+        if result.status is None:
+            LOG.warning("Notification %s interrupted: %s", notification.uuid,
+                        result.message)
+            return
+        self._finish(notification, result)
+
+    def _finish(self, notification: Notification,
+                result: runner.Attempt) -> None:
+        status, message, retry = result.status, result.message, None
+        group = self.conf.engine
+        now = self.clock.now()
+        if status is Status.ERROR:
+            if notification.attempts >= group.retry_max_attempts:
+                status = Status.FAILED
+                message = (f"{message} (gave up after "
+                           f"{notification.attempts} attempts)")
+            else:
+                retry = runner.retry_at(notification.attempts, now,
+                                        group.retry_backoff,
+                                        group.retry_backoff_max)
+                message = (f"{message} (attempt {notification.attempts}; "
+                           f"retry at {retry:%H:%M:%S} UTC)")
+        log = LOG.info if status is Status.FINISHED else LOG.error
+        log("Notification %s %s: %s", notification.uuid, status.value,
+            message)
+        self.store.finish(notification.uuid, self.owner, status, message,
+                          now, next_attempt_at=retry)
+
