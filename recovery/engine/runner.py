@@ -42,7 +42,8 @@ class StoreRecorder:
 
     def step_changed(self, step: str, state: str, message: str) -> None:
         progress = 0.0 if state == StepState.RUNNING else 1.0
-        self._store.add_step_event(self._uuid, step, str(state), progress,
+        self._store.add_step_event(self._uuid, step, StepState(state).value,
+                                   progress,
                                    message, self._clock.now())
         if self._listener is not None:
             self._listener.step_changed(step, state, message)

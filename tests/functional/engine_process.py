@@ -1,0 +1,152 @@
+"""``recovery-engine`` as a real subprocess (green, as under systemd),
+with a fake NOTIFY_SOCKET that records what it tells systemd."""
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from typing import Any
+
+LOCK_REASON = "Locked by recovery: host-failure evacuation"
+
+
+def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
+    """Poll ``predicate`` until truthy (a test helper, not recovery code)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not met within {timeout} s")
+        time.sleep(0.01)
+
+
+class EngineProcess:
+    def __init__(self, workdir, nova_endpoint: str, threads: int = 5,
+                 extra: str = ""):
+        self.workdir = workdir
+        self.config = workdir / "recovery.conf"
+        self.log = workdir / "engine.log"
+        self.write_config(nova_endpoint, threads, extra)
+        # AF_UNIX paths are short: keep the socket out of pytest's tmp.
+        self._sockdir = tempfile.mkdtemp(prefix="nfy", dir="/tmp")
+        self.notify_path = os.path.join(self._sockdir, "notify")
+        self.notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        self.notify.bind(self.notify_path)
+        self.messages: list[dict[str, str]] = []
+        self.proc: subprocess.Popen | None = None
+        self.port: int | None = None
+
+    def write_config(self, endpoint: str, threads: int, extra: str) -> None:
+        self.config.write_text(
+            f"[DEFAULT]\nhost_failure_recovery_threads = {threads}\n"
+            f"log_file = {self.log}\n\n"
+            f"[host_failure]\npoll_interval = 0.05\n"
+            f"evacuation_timeout = 30\n\n"
+            f"[nova]\nauth_type = admin_token\nendpoint = {endpoint}\n"
+            f"token = admin:admin:admin\ntimeout = 5\n\n"
+            f"[database]\nconnection = sqlite:///{self.workdir}/r.sqlite\n\n"
+            f"[api]\nauth_strategy = noauth\nport = 0\n\n"
+            f"[engine]\nretry_backoff = 0.2\nlease_seconds = 30\n"
+            f"graceful_shutdown_timeout = 20\n{extra}")
+
+    # -- process -----------------------------------------------------------
+    def start(self, watchdog_usec: int | None = None) -> None:
+        env = {**os.environ, "NOTIFY_SOCKET": self.notify_path,
+               "PYTHONWARNINGS": "ignore"}
+        if watchdog_usec:
+            env["WATCHDOG_USEC"] = str(watchdog_usec)
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "recovery.cmd.engine", "--config-file",
+             str(self.config)], env=env, stdout=subprocess.DEVNULL,
+            stderr=open(self.workdir / "stderr.log", "ab"))
+        ready = self.wait_message(lambda m: m.get("READY") == "1",
+                                  what="READY=1")
+        self.port = int(ready["STATUS"].rsplit(":", 1)[1])
+
+    def signal(self, signum: int) -> None:
+        self.proc.send_signal(signum)
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(10)
+
+    def wait_exit(self, timeout: float = 30.0) -> int:
+        return self.proc.wait(timeout)
+
+    def close(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.kill()
+        self.notify.close()
+        shutil.rmtree(self._sockdir, ignore_errors=True)
+
+    # -- systemd notify ------------------------------------------------------
+    def drain(self) -> None:
+        self.notify.setblocking(False)
+        while True:
+            try:
+                data = self.notify.recv(4096)
+            except BlockingIOError:
+                return
+            fields = dict(line.split("=", 1)
+                          for line in data.decode().splitlines())
+            self.messages.append(fields)
+
+    def wait_message(self, predicate, timeout: float = 30.0,
+                     what: str = "message") -> dict[str, str]:
+        seen = len(self.messages)
+
+        def found():
+            self.drain()
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"engine exited {self.proc.returncode}: "
+                                   f"{self.stderr()}")
+            return next((m for m in self.messages[seen:] if predicate(m)),
+                        None)
+
+        return wait_until(found, timeout, what)
+
+    def stderr(self) -> str:
+        return (self.workdir / "stderr.log").read_text()[-3000:]
+
+    # -- the API -------------------------------------------------------------
+    def request(self, method: str, path: str,
+                body: Any = None) -> tuple[int, Any]:
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}{path}", data=data, method=method,
+            headers={"Content-Type": "application/json"})
+        try:
+            with urllib.request.urlopen(req, timeout=10) as resp:
+                return resp.status, json.loads(resp.read() or b"null")
+        except urllib.error.HTTPError as exc:
+            return exc.code, json.loads(exc.read() or b"null")
+
+    def post_host_down(self, host: str, generated: str = "2026-11-22T10:00:00"
+                       ) -> str:
+        status, body = self.request("POST", "/v1/notifications", {
+            "notification": {
+                "type": "COMPUTE_HOST", "hostname": host,
+                "generated_time": generated,
+                "payload": {"event": "STOPPED", "host_status": "NORMAL",
+                            "cluster_status": "OFFLINE"}}})
+        assert status == 202, body
+        return body["notification"]["notification_uuid"]
+
+    def notification(self, uuid: str) -> dict[str, Any]:
+        return self.request("GET", f"/v1/notifications/{uuid}")[1][
+            "notification"]
+
+    def wait_status(self, uuid: str, *statuses: str,
+                    timeout: float = 60.0) -> dict[str, Any]:
+        return wait_until(
+            lambda: (n := self.notification(uuid))["status"] in statuses
+            and n, timeout, f"notification {uuid} in {statuses}")
