@@ -8,6 +8,7 @@ as a dry run, then for real. Then it shows where each instance went.
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -49,13 +50,15 @@ def start_nova():
     return nova
 
 
-def write_config(endpoint: str) -> str:
-    handle, path = tempfile.mkstemp(prefix="recovery-demo-", suffix=".conf")
-    with os.fdopen(handle, "w") as conf:
+def write_config(endpoint: str, workdir: str) -> str:
+    path = os.path.join(workdir, "recovery.conf")
+    with open(path, "w") as conf:
         conf.write(f"[DEFAULT]\nhost_failure_recovery_threads = 3\n\n"
                    f"[host_failure]\npoll_interval = 0.2\n\n"
                    f"[nova]\nauth_type = admin_token\n"
-                   f"endpoint = {endpoint}\ntoken = admin:admin:admin\n")
+                   f"endpoint = {endpoint}\ntoken = admin:admin:admin\n\n"
+                   f"[database]\n"
+                   f"connection = sqlite:///{workdir}/recovery.sqlite\n")
     return path
 
 
@@ -69,24 +72,27 @@ def show(nova, title: str) -> None:
 
 def recovery(bin_dir: str, config: str, *args: str) -> int:
     argv = [os.path.join(bin_dir, "recovery"), "--config-file", config,
-            "host-failure", FAILED_HOST, *args]
-    print(f"\n$ recovery --config-file {config} host-failure {FAILED_HOST} "
-          f"{' '.join(args)}".rstrip(), flush=True)
+            *args]
+    print(f"\n$ recovery --config-file {config} {' '.join(args)}",
+          flush=True)
     return subprocess.run(argv).returncode
 
 
 def demo(bin_dir: str) -> int:
     nova = start_nova()
-    config = write_config(nova.endpoint)
+    workdir = tempfile.mkdtemp(prefix="recovery-demo-")
+    config = write_config(nova.endpoint, workdir)
+    host = ("host-failure", FAILED_HOST)
     try:
         show(nova, f"Before: {FAILED_HOST} is up")
-        refused = recovery(bin_dir, config, "--dry-run")
+        refused = recovery(bin_dir, config, *host, "--dry-run")
         print(f"(exit code {refused}: refused, the host still heartbeats)")
         nova.fail_host(FAILED_HOST)
         print(f"\n== {FAILED_HOST} fails: Nova stops hearing from it")
-        recovery(bin_dir, config, "--dry-run")
-        code = recovery(bin_dir, config)
+        recovery(bin_dir, config, *host, "--dry-run")
+        code = recovery(bin_dir, config, *host)
         show(nova, "After: where each instance went")
+        recovery(bin_dir, config, "notifications", "list")
         service = nova.service(FAILED_HOST)
         print(f"\n{FAILED_HOST}: forced_down={service['forced_down']} "
               f"status={service['status']} "
@@ -95,7 +101,7 @@ def demo(bin_dir: str) -> int:
         return code
     finally:
         nova.stop()
-        os.unlink(config)
+        shutil.rmtree(workdir, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -90,15 +90,19 @@ class Engine:
                 del self._runs[uuid]
 
     def _drain(self) -> None:
-        timeout = self.conf.engine.graceful_shutdown_timeout
-        deadline = self.clock.monotonic() + timeout
-        for notification, task in list(self._runs.values()):
-            left = max(deadline - self.clock.monotonic(), 0)
-            self.heartbeat(f"stopping: waiting for {notification.hostname}")
-            if not task.wait(left):
-                LOG.warning("Stopping with the recovery of %s in flight; "
-                            "it resumes from the journal at the next start",
-                            notification.hostname)
+        """Wait for the runs in flight, up to the graceful timeout, still
+        pinging the watchdog."""
+        deadline = (self.clock.monotonic()
+                    + self.conf.engine.graceful_shutdown_timeout)
+        while self._runs and self.clock.monotonic() < deadline:
+            self.heartbeat(f"stopping: waiting for {self.status()}")
+            uuid, (_, task) = next(iter(self._runs.items()))
+            if task.wait(min(IDLE_WAIT, deadline - self.clock.monotonic())):
+                del self._runs[uuid]
+        for notification, _ in self._runs.values():
+            LOG.warning("Stopping with the recovery of %s in flight; it "
+                        "resumes from the journal at the next start",
+                        notification.hostname)
 
     # -- one run -----------------------------------------------------------
     def run(self, notification: Notification) -> None:

@@ -1,0 +1,496 @@
+"""The store over a real SQLite file: notifications, duplicates, paging,
+claiming and leases, the instance journal and step events."""
+
+import datetime
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from recovery import exception
+from recovery.db.store import Status
+from recovery.db.store import open_store
+from recovery.results import InstanceResult
+from recovery.results import Outcome
+from recovery.results import Phase
+
+UTC = datetime.timezone.utc
+NOW = datetime.datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
+STOPPED = {"event": "STOPPED", "host_status": "NORMAL",
+           "cluster_status": "OFFLINE"}
+LEASE = 60.0
+ME = "engine-a:1"
+OTHER = "engine-b:2"
+
+
+def later(seconds):
+    return NOW + datetime.timedelta(seconds=seconds)
+
+
+@pytest.fixture
+def store(tmp_path):
+    store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
+    yield store
+    store.close()
+
+
+def add(store, hostname="compute-1", *, type="COMPUTE_HOST",
+        payload=None, status=Status.NEW, now=NOW, generated_time=None,
+        **kwargs):
+    return store.add(type=type, hostname=hostname,
+                     generated_time=generated_time or now,
+                     payload=STOPPED if payload is None else payload,
+                     origin="api", status=status, now=now, **kwargs)
+
+
+def dead_owner():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return f"{socket.gethostname()}:{child.pid}"
+
+
+# -- add / get ---------------------------------------------------------------
+def test_add_get_round_trip(store):
+    generated = datetime.datetime(2026, 11, 22, 9, 59, 30, 123456,
+                                  tzinfo=UTC)
+    added = add(store, generated_time=generated, message="why",
+                source_host_uuid="svc-1")
+    got = store.get(added.uuid)
+    assert got == added
+    assert got.payload == STOPPED
+    assert got.type == "COMPUTE_HOST"
+    assert got.hostname == "compute-1"
+    assert got.status is Status.NEW
+    assert got.origin == "api"
+    assert got.message == "why"
+    assert got.source_host_uuid == "svc-1"
+    assert got.attempts == 0
+    assert got.generated_time == generated
+    assert got.generated_time.tzinfo is not None
+    assert got.generated_time.utcoffset() == datetime.timedelta(0)
+    assert got.created_at == got.updated_at == NOW
+    assert got.created_at.tzinfo is not None
+
+
+def test_add_converts_other_offsets_to_utc(store):
+    plus_two = datetime.timezone(datetime.timedelta(hours=2))
+    generated = datetime.datetime(2026, 11, 22, 12, 0, tzinfo=plus_two)
+    got = store.get(add(store, generated_time=generated).uuid)
+    assert got.generated_time == generated
+    assert got.generated_time.utcoffset() == datetime.timedelta(0)
+    assert got.generated_time.hour == 10
+
+
+def test_get_unknown_uuid_is_not_found(store):
+    with pytest.raises(exception.NotFound):
+        store.get("00000000-0000-0000-0000-000000000000")
+
+
+# -- duplicates --------------------------------------------------------------
+def test_duplicate_within_window_is_refused_and_not_stored(store):
+    first = add(store, duplicate_window=180)
+    with pytest.raises(exception.Duplicate, match=first.uuid):
+        add(store, generated_time=later(60), now=later(61),
+            duplicate_window=180)
+    with pytest.raises(exception.Duplicate):
+        add(store, generated_time=later(-60), now=later(61),
+            duplicate_window=180)
+    assert [n.uuid for n in store.list_notifications()] == [first.uuid]
+
+
+def test_duplicate_payload_key_order_does_not_matter(store):
+    add(store, duplicate_window=180)
+    reordered = dict(reversed(list(STOPPED.items())))
+    with pytest.raises(exception.Duplicate):
+        add(store, payload=reordered, generated_time=later(1),
+            duplicate_window=180)
+
+
+def test_different_payload_host_or_type_is_accepted(store):
+    add(store, duplicate_window=180)
+    add(store, payload={**STOPPED, "host_status": "UNKNOWN"},
+        generated_time=later(1), duplicate_window=180)
+    add(store, "compute-2", generated_time=later(1), duplicate_window=180)
+    add(store, type="PROCESS", generated_time=later(1),
+        duplicate_window=180)
+    assert len(store.list_notifications()) == 4
+
+
+def test_outside_window_is_accepted(store):
+    add(store, duplicate_window=180)
+    add(store, generated_time=later(181), duplicate_window=180)
+    add(store, generated_time=later(-181), duplicate_window=180)
+    assert len(store.list_notifications()) == 3
+
+
+def test_window_zero_disables_the_check(store):
+    add(store)
+    add(store, duplicate_window=0)
+    add(store, duplicate_window=0)
+    assert len(store.list_notifications()) == 3
+
+
+# -- list --------------------------------------------------------------------
+@pytest.fixture
+def listed(store):
+    """Five notifications, created one second apart."""
+    items = [
+        add(store, "compute-1", now=later(0)),
+        add(store, "compute-2", now=later(1), status=Status.IGNORED),
+        add(store, "compute-1", now=later(2), type="PROCESS",
+            payload={"process_name": "nova-compute", "event": "STOPPED"},
+            status=Status.IGNORED),
+        add(store, "compute-3", now=later(3)),
+        add(store, "compute-1", now=later(4), status=Status.FAILED),
+    ]
+    return items
+
+
+def uuids(items):
+    return [n.uuid for n in items]
+
+
+def test_list_default_is_newest_first(store, listed):
+    assert uuids(store.list_notifications()) == uuids(reversed(listed))
+
+
+def test_list_sort_ascending_and_by_other_keys(store, listed):
+    assert uuids(store.list_notifications(sort_dir="asc")) == uuids(listed)
+    by_host = store.list_notifications(sort_key="hostname", sort_dir="asc")
+    assert [n.hostname for n in by_host] == [
+        "compute-1", "compute-1", "compute-1", "compute-2", "compute-3"]
+    # Ties on the sort key fall back to the id, in the same direction.
+    assert uuids(by_host[:3]) == uuids([listed[0], listed[2], listed[4]])
+
+
+def test_list_filters(store, listed):
+    assert uuids(store.list_notifications(
+        filters={"hostname": "compute-1"})) == uuids(
+            [listed[4], listed[2], listed[0]])
+    assert uuids(store.list_notifications(
+        filters={"status": "ignored"})) == uuids([listed[2], listed[1]])
+    assert uuids(store.list_notifications(
+        filters={"type": "PROCESS"})) == uuids([listed[2]])
+    assert uuids(store.list_notifications(
+        filters={"hostname": "compute-1", "status": "new"})) == uuids(
+            [listed[0]])
+    assert store.list_notifications(filters={"hostname": "nope"}) == []
+
+
+def test_list_generated_since(store, listed):
+    found = store.list_notifications(generated_since=later(3),
+                                     sort_dir="asc")
+    assert uuids(found) == uuids(listed[3:])
+
+
+def test_list_limit(store, listed):
+    assert uuids(store.list_notifications(limit=2)) == uuids(
+        [listed[4], listed[3]])
+
+
+@pytest.mark.parametrize("sort_dir", ["asc", "desc"])
+@pytest.mark.parametrize("by", ["id", "uuid"])
+def test_list_marker_paging(store, listed, sort_dir, by):
+    pages = []
+    marker = None
+    while True:
+        page = store.list_notifications(limit=2, marker=marker,
+                                        sort_dir=sort_dir)
+        if not page:
+            break
+        pages.append(uuids(page))
+        marker = str(page[-1].id) if by == "id" else page[-1].uuid
+    expected = listed if sort_dir == "asc" else list(reversed(listed))
+    assert [len(p) for p in pages] == [2, 2, 1]
+    assert sum(pages, []) == uuids(expected)
+
+
+def test_list_marker_paging_with_ties_on_the_sort_key(store, listed):
+    """Three notifications share a hostname; paging by one at a time
+    still sees each once."""
+    seen = []
+    marker = None
+    for _ in range(10):
+        page = store.list_notifications(limit=1, marker=marker,
+                                        sort_key="hostname")
+        if not page:
+            break
+        seen.append(page[0].uuid)
+        marker = page[0].uuid
+    assert sorted(seen) == sorted(uuids(listed))
+
+
+@pytest.mark.parametrize("marker", ["999", "no-such-uuid"])
+def test_list_unknown_marker_is_not_found(store, listed, marker):
+    with pytest.raises(exception.NotFound, match=marker):
+        store.list_notifications(marker=marker)
+
+
+# -- claim_next --------------------------------------------------------------
+def test_claim_next_takes_the_oldest_new_compute_host(store):
+    first = add(store, "compute-1", now=later(0))
+    add(store, "compute-2", now=later(1))
+    claimed = store.claim_next(ME, later(10), LEASE)
+    assert claimed.uuid == first.uuid
+    assert claimed.status is Status.RUNNING
+    assert claimed.owner == ME
+    assert claimed.lease_until == later(10 + LEASE)
+    assert claimed.attempts == 1
+    stored = store.get(first.uuid)
+    assert stored.status is Status.RUNNING
+    assert stored.owner == ME
+    assert stored.lease_until == later(10 + LEASE)
+    assert stored.attempts == 1
+    assert stored.version == claimed.version == first.version + 1
+
+
+def test_claim_next_never_takes_vm_process_or_ignored(store):
+    add(store, type="VM", payload={"instance_uuid": "x",
+                                   "vir_domain_event": "STOPPED_FAILED",
+                                   "event": "LIFECYCLE"})
+    add(store, type="PROCESS",
+        payload={"process_name": "nova-compute", "event": "STOPPED"})
+    add(store, "compute-2", status=Status.IGNORED)
+    add(store, "compute-3", status=Status.FINISHED)
+    add(store, "compute-4", status=Status.FAILED)
+    assert store.claim_next(ME, NOW, LEASE) is None
+
+
+def test_a_claimed_notification_is_not_claimed_again(store):
+    first = add(store, "compute-1", now=later(0))
+    second = add(store, "compute-2", now=later(1))
+    assert store.claim_next(ME, NOW, LEASE).uuid == first.uuid
+    assert store.claim_next(OTHER, NOW, LEASE).uuid == second.uuid
+    assert store.claim_next(OTHER, NOW, LEASE) is None
+
+
+def test_claim_next_skips_a_host_with_a_live_run(store):
+    running = add(store, "compute-1", now=later(0))
+    add(store, "compute-1", now=later(1),
+        payload={**STOPPED, "cluster_status": "ONLINE"})
+    other = add(store, "compute-2", now=later(2))
+    assert store.claim_next(ME, NOW, LEASE).uuid == running.uuid
+    # The second compute-1 notification waits for the first run.
+    assert store.claim_next(OTHER, NOW, LEASE).uuid == other.uuid
+    assert store.claim_next(OTHER, NOW, LEASE) is None
+
+
+def test_claim_next_takes_over_an_expired_lease(store):
+    item = add(store)
+    store.claim_next(ME, NOW, LEASE)
+    assert store.claim_next(OTHER, later(LEASE - 1), LEASE) is None
+    taken = store.claim_next(OTHER, later(LEASE + 1), LEASE)
+    assert taken.uuid == item.uuid
+    assert taken.owner == OTHER
+    assert taken.lease_until == later(2 * LEASE + 1)
+    # A resumed run continues its attempt.
+    assert taken.attempts == 1
+    assert store.get(item.uuid).attempts == 1
+
+
+def test_claim_next_takes_over_from_a_dead_process(store):
+    item = add(store)
+    gone = dead_owner()
+    store.claim_next(gone, NOW, LEASE)
+    # The lease is still valid, but its owner has exited.
+    taken = store.claim_next(ME, later(1), LEASE)
+    assert taken.uuid == item.uuid
+    assert taken.owner == ME
+    assert taken.attempts == 1
+
+
+def test_claim_next_leaves_a_live_owner_of_another_host_alone(store):
+    add(store)
+    # A process on another machine cannot be checked: only the lease
+    # tells.
+    store.claim_next("elsewhere.example:1", NOW, LEASE)
+    assert store.claim_next(ME, later(1), LEASE) is None
+
+
+def test_claim_next_retries_an_error_when_due(store):
+    item = add(store)
+    store.claim_next(ME, NOW, LEASE)
+    store.finish(item.uuid, ME, Status.ERROR, "nova down", later(1),
+                 next_attempt_at=later(100))
+    assert store.get(item.uuid).next_attempt_at == later(100)
+    assert store.claim_next(ME, later(99), LEASE) is None
+    taken = store.claim_next(ME, later(100), LEASE)
+    assert taken.uuid == item.uuid
+    assert taken.attempts == 2
+    assert taken.next_attempt_at is None
+    stored = store.get(item.uuid)
+    assert stored.attempts == 2
+    assert stored.next_attempt_at is None
+
+
+# -- finish / renew ----------------------------------------------------------
+def test_finish_by_the_owner(store):
+    item = add(store)
+    store.claim_next(ME, NOW, LEASE)
+    store.finish(item.uuid, ME, Status.FINISHED, "done", later(5))
+    stored = store.get(item.uuid)
+    assert stored.status is Status.FINISHED
+    assert stored.message == "done"
+    assert stored.owner is None
+    assert stored.lease_until is None
+    assert stored.updated_at == later(5)
+    # Finished: never claimed again, and cannot be finished twice.
+    assert store.claim_next(ME, later(1000), LEASE) is None
+    with pytest.raises(exception.RecoveryError):
+        store.finish(item.uuid, ME, Status.FAILED, "again", later(6))
+
+
+def test_finish_by_another_owner_is_refused(store):
+    item = add(store)
+    store.claim_next(ME, NOW, LEASE)
+    with pytest.raises(exception.RecoveryError, match=OTHER):
+        store.finish(item.uuid, OTHER, Status.FINISHED, "done", later(5))
+    assert store.get(item.uuid).status is Status.RUNNING
+
+
+def test_finish_after_a_takeover_is_refused(store):
+    item = add(store)
+    store.claim_next(ME, NOW, LEASE)
+    store.claim_next(OTHER, later(LEASE + 1), LEASE)
+    with pytest.raises(exception.RecoveryError):
+        store.finish(item.uuid, ME, Status.FINISHED, "late", later(70))
+    store.finish(item.uuid, OTHER, Status.FINISHED, "done", later(70))
+
+
+def test_renew_extends_the_lease(store):
+    item = add(store)
+    store.claim_next(ME, NOW, LEASE)
+    store.renew(ME, later(50), LEASE)
+    assert store.get(item.uuid).lease_until == later(50 + LEASE)
+    # Not expired at the original lease end any more.
+    assert store.claim_next(OTHER, later(LEASE + 1), LEASE) is None
+
+
+def test_renew_leaves_other_owners_alone(store):
+    mine = add(store, "compute-1")
+    theirs = add(store, "compute-2", now=later(1))
+    store.claim_next(ME, NOW, LEASE)
+    store.claim_next(OTHER, NOW, LEASE)
+    store.renew(ME, later(30), LEASE)
+    assert store.get(mine.uuid).lease_until == later(30 + LEASE)
+    assert store.get(theirs.uuid).lease_until == later(LEASE)
+
+
+# -- claim_host --------------------------------------------------------------
+def test_claim_host_records_a_new_run(store):
+    item, resumed = store.claim_host(hostname="compute-1", owner=ME,
+                                     now=NOW, lease=LEASE,
+                                     payload={"event": "STOPPED"})
+    assert resumed is False
+    assert item.status is Status.RUNNING
+    assert item.origin == "cli"
+    assert item.owner == ME
+    assert item.attempts == 1
+    assert item.lease_until == later(LEASE)
+    assert item.payload == {"event": "STOPPED"}
+    assert store.get(item.uuid) == item
+    # The engine does not take a host the CLI is recovering.
+    add(store, "compute-1", now=later(1))
+    assert store.claim_next(OTHER, later(1), LEASE) is None
+
+
+def test_claim_host_resumes_an_abandoned_run(store):
+    first, _ = store.claim_host(hostname="compute-1", owner=dead_owner(),
+                                now=NOW, lease=LEASE, payload={})
+    item, resumed = store.claim_host(hostname="compute-1", owner=ME,
+                                     now=later(1), lease=LEASE, payload={})
+    assert resumed is True
+    assert item.uuid == first.uuid
+    assert item.owner == ME
+    assert item.attempts == 1
+    assert len(store.list_notifications()) == 1
+
+
+def test_claim_host_resumes_an_engine_run_whose_lease_expired(store):
+    item = add(store)
+    store.claim_next(OTHER, NOW, LEASE)
+    taken, resumed = store.claim_host(hostname="compute-1", owner=ME,
+                                      now=later(LEASE + 1), lease=LEASE,
+                                      payload={})
+    assert resumed is True
+    assert taken.uuid == item.uuid
+    assert store.get(item.uuid).owner == ME
+
+
+def test_claim_host_refuses_a_host_with_a_live_owner(store):
+    item = add(store)
+    store.claim_next(OTHER, NOW, LEASE)
+    with pytest.raises(exception.RecoveryInProgress,
+                       match=f"{OTHER}.*{item.uuid}"):
+        store.claim_host(hostname="compute-1", owner=ME, now=later(1),
+                         lease=LEASE, payload={})
+    assert len(store.list_notifications()) == 1
+    # Another host is free.
+    _, resumed = store.claim_host(hostname="compute-2", owner=ME,
+                                  now=later(1), lease=LEASE, payload={})
+    assert resumed is False
+
+
+# -- journal and step events -------------------------------------------------
+def test_save_instance_upserts_and_journal_round_trips(store):
+    item = add(store)
+    started = later(1)
+    first = InstanceResult(uuid="i-1", name="vm-1", source_host="compute-1",
+                           original_state="active", started_at=started,
+                           phase=Phase.LOCKING, locked_by_us=True)
+    second = InstanceResult(uuid="i-2", name="vm-2",
+                            source_host="compute-1",
+                            original_state="stopped")
+    store.save_instance(item.uuid, first, later(1))
+    store.save_instance(item.uuid, second, later(2))
+    assert store.journal(item.uuid) == [first, second]
+
+    first.phase = Phase.EVACUATING
+    first.migration_floor = 41
+    store.save_instance(item.uuid, first, later(3))
+    first.phase = Phase.DONE
+    first.outcome = Outcome.RECOVERED
+    first.dest_host = "compute-2"
+    first.final_state = "active"
+    first.finished_at = later(9)
+    first.locked_by_us = False
+    store.save_instance(item.uuid, first, later(9))
+
+    journal = store.journal(item.uuid)
+    assert journal == [first, second]
+    got = journal[0]
+    assert got.migration_floor == 41
+    assert got.phase is Phase.DONE
+    assert got.outcome is Outcome.RECOVERED
+    assert got.started_at == started
+    assert got.started_at.tzinfo is not None
+    assert got.finished_at == later(9)
+    assert journal[1].outcome is None
+    assert journal[1].phase is Phase.PENDING
+    assert journal[1].migration_floor is None
+
+
+def test_journal_is_per_notification(store):
+    one = add(store, "compute-1")
+    two = add(store, "compute-2")
+    result = InstanceResult(uuid="i-1", name="vm-1",
+                            source_host="compute-1",
+                            original_state="active")
+    store.save_instance(one.uuid, result, NOW)
+    assert store.journal(two.uuid) == []
+    assert store.journal(one.uuid) == [result]
+
+
+def test_step_events_in_order(store):
+    item = add(store)
+    events = [("disable_host", "RUNNING", 0.0, "disabling", later(1)),
+              ("disable_host", "SUCCESS", 1.0, "disabled", later(1)),
+              ("evacuate", "RUNNING", 0.1, "evacuating", later(1)),
+              ("evacuate", "FAILURE", 1.0, "failed", later(2))]
+    for step, state, progress, message, at in events:
+        store.add_step_event(item.uuid, step, state, progress, message, at)
+    got = store.step_events(item.uuid)
+    assert [(e.step, e.state, e.progress, e.message, e.created_at)
+            for e in got] == events
+    assert store.step_events(add(store, "compute-2").uuid) == []
