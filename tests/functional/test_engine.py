@@ -178,3 +178,13 @@ def test_sighup_reloads_the_pool_size(nova, engine):
     second = engine.post_host_down("compute-2")
     engine.wait_status(second, "finished")
     assert peak_locks(nova) == 4
+
+
+def test_host_unchecked_at_intake_is_checked_when_processed(nova, engine):
+    engine.start()
+    nova.inject("GET", r"/os-services", status=503, times=1)
+    uuid = engine.post_host_down("no-such-host")
+    assert "not checked" in engine.notification(uuid)["message"]
+    failed = engine.wait_status(uuid, "failed", "finished")
+    assert failed["status"] == "failed"
+    assert "no-such-host" in failed["message"]
