@@ -81,11 +81,14 @@ class NotificationAPI:
 
     @webob.dec.wsgify
     def __call__(self, req: webob.Request) -> webob.Response:
-        parts = [p for p in req.path_info.split("/") if p]
         try:
+            parts = [p for p in req.path_info.split("/") if p]
             return self._route(req, parts)
         except exception.NotFound as exc:
             return error(404, str(exc))
+        except UnicodeDecodeError:
+            # webob decodes the path and the query string lazily.
+            return error(400, "the request URL is not valid UTF-8")
 
     def _route(self, req: webob.Request, parts: list[str]) -> Any:
         if not parts:
@@ -125,7 +128,7 @@ class NotificationAPI:
             raise _Refused(413, f"body larger than {self.max_body} bytes")
         try:
             return json.loads(raw)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise _Refused(400, f"body is not valid JSON: {exc}") from exc
 
     def create(self, req: webob.Request) -> webob.Response:
@@ -201,6 +204,8 @@ class _Refused(Exception):
 
 
 FILTERS = ("status", "source_host_uuid", "type", "hostname")
+# More than any table holds; keeps LIMIT in every database's range.
+MAX_LIMIT = 2 ** 31 - 1
 
 
 def _list_query(params: Any) -> dict[str, Any]:
@@ -220,9 +225,9 @@ def _list_query(params: Any) -> dict[str, Any]:
         raise validation.Invalid("sort_dir: must be asc or desc")
     if "limit" in params:
         limit = params["limit"]
-        if not limit.isdigit() or int(limit) < 1:
+        if not (limit.isascii() and limit.isdigit()) or int(limit) < 1:
             raise validation.Invalid("limit: must be a positive integer")
-        query["limit"] = int(limit)
+        query["limit"] = min(int(limit), MAX_LIMIT)
     if "generated-since" in params:
         query["generated_since"] = validation.parse_time(
             params["generated-since"], "generated-since")

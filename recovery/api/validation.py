@@ -6,8 +6,9 @@ from typing import Any
 
 import jsonschema
 
+# \Z, not $: Python's $ also matches before a trailing newline.
 HOSTNAME = {"type": "string", "minLength": 1, "maxLength": 255,
-            "pattern": "^[a-zA-Z0-9-._]*$"}
+            "pattern": "^[a-zA-Z0-9-._]*\\Z"}
 EVENT = {"type": "string", "enum": ["STOPPED", "STARTED"]}
 
 PAYLOADS = {
@@ -85,7 +86,10 @@ def parse_time(value: str, field: str) -> datetime.datetime:
             f"{field}: {value!r} is not an ISO 8601 date-time") from None
     if parsed.tzinfo is None:
         parsed = parsed.replace(tzinfo=datetime.timezone.utc)
-    return parsed
+    try:
+        return parsed.astimezone(datetime.timezone.utc)
+    except OverflowError:
+        raise Invalid(f"{field}: {value!r} is out of range") from None
 
 
 def notification(body: Any) -> dict[str, Any]:

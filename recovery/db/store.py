@@ -103,6 +103,17 @@ def _row_to_notification(row: Any) -> Notification:
     return Notification(**data)
 
 
+def _shift(value: datetime.datetime,
+           delta: datetime.timedelta) -> datetime.datetime:
+    """``value + delta``, stopping at the ends of the datetime range."""
+    try:
+        return value + delta
+    except OverflowError:
+        end = datetime.datetime.max if delta > datetime.timedelta(0) else (
+            datetime.datetime.min)
+        return end.replace(tzinfo=datetime.timezone.utc)
+
+
 def canonical_payload(payload: dict[str, Any]) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"))
 
@@ -133,17 +144,14 @@ class Store:
             generated_time: datetime.datetime, payload: dict[str, Any],
             origin: str, status: Status, now: datetime.datetime,
             message: str | None = None, source_host_uuid: str | None = None,
-            duplicate_window: float = 0, owner: str | None = None,
-            lease_until: datetime.datetime | None = None,
-            attempts: int = 0) -> Notification:
+            duplicate_window: float = 0) -> Notification:
         """Store a notification; raise ``Duplicate`` if the same type, host
         and payload arrived with a generated_time within the window."""
         values = dict(
             uuid=str(uuidlib.uuid4()), type=type, hostname=hostname,
             source_host_uuid=source_host_uuid, generated_time=generated_time,
             payload=canonical_payload(payload), origin=origin,
-            status=status.value, message=message, attempts=attempts,
-            owner=owner, lease_until=lease_until, version=0,
+            status=status.value, message=message, attempts=0, version=0,
             created_at=now, updated_at=now)
         with self._tx() as conn:
             if duplicate_window:
@@ -153,10 +161,10 @@ class Store:
                         notifications.c.type == type,
                         notifications.c.hostname == hostname,
                         notifications.c.payload == values["payload"],
-                        notifications.c.generated_time > generated_time
-                        - window,
-                        notifications.c.generated_time < generated_time
-                        + window).limit(1)).scalar()
+                        notifications.c.generated_time > _shift(
+                            generated_time, -window),
+                        notifications.c.generated_time < _shift(
+                            generated_time, window)).limit(1)).scalar()
                 if earlier:
                     raise exception.Duplicate(
                         f"a {type} notification for {hostname} with the "
@@ -190,7 +198,9 @@ class Store:
                 notifications.c.generated_time >= generated_since)
         with self._tx() as conn:
             if marker is not None:
-                key = (notifications.c.id == int(marker) if marker.isdigit()
+                by_id = (marker.isascii() and marker.isdigit()
+                         and int(marker) < 2 ** 63)
+                key = (notifications.c.id == int(marker) if by_id
                        else notifications.c.uuid == marker)
                 anchor = conn.execute(
                     sa.select(column, notifications.c.id).where(key)).first()
@@ -248,9 +258,14 @@ class Store:
             sa.or_(
                 notifications.c.status == Status.NEW.value,
                 sa.and_(notifications.c.status == Status.ERROR.value,
-                        notifications.c.next_attempt_at <= now),
+                        sa.or_(notifications.c.next_attempt_at.is_(None),
+                               notifications.c.next_attempt_at <= now)),
                 notifications.c.status == Status.RUNNING.value,
-            )).order_by(notifications.c.created_at, notifications.c.id)
+            )).order_by(
+                # Abandoned runs first: they may hold locks.
+                sa.case((notifications.c.status == Status.RUNNING.value, 0),
+                        else_=1),
+                notifications.c.created_at, notifications.c.id)
         with self._tx() as conn:
             busy = {n.hostname for n in self._live_runs(conn, now)}
             for row in conn.execute(query):
@@ -285,11 +300,17 @@ class Store:
                                    now, lease)
                 if taken is not None:
                     return taken, True
-        return self.add(type="COMPUTE_HOST", hostname=hostname,
-                        generated_time=now, payload=payload, origin="cli",
-                        status=Status.RUNNING, now=now, owner=owner,
-                        lease_until=now + datetime.timedelta(seconds=lease),
-                        attempts=1), False
+            # In the transaction of the check: no engine or other CLI can
+            # claim the host in between.
+            uuid = str(uuidlib.uuid4())
+            conn.execute(notifications.insert().values(
+                uuid=uuid, type="COMPUTE_HOST", hostname=hostname,
+                generated_time=now, payload=canonical_payload(payload),
+                origin="cli", status=Status.RUNNING.value, attempts=1,
+                owner=owner,
+                lease_until=now + datetime.timedelta(seconds=lease),
+                version=0, created_at=now, updated_at=now))
+        return self.get(uuid), False
 
     def renew(self, owner: str, now: datetime.datetime,
               lease: float) -> None:

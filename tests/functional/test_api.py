@@ -151,6 +151,9 @@ class Served:
     hosts: Hosts
     woken: list[None]
     port: int
+    # (method, path, query, token sent) of each request, when recorded.
+    seen: list[tuple[str, str, str, bool]] = dataclasses.field(
+        default_factory=list)
 
     def post(self, body: Any, **kwargs: Any) -> Reply:
         return request(self.port, "POST", "/v1/notifications", body,
@@ -281,8 +284,11 @@ def _without(key: str) -> dict[str, Any]:
     (notification(hostname="compute/1"), "hostname"),
     (notification(hostname=""), "hostname"),
     (notification(hostname="x" * 256), "hostname"),
+    (notification(hostname="compute-1\n"), "hostname"),
     (notification(generated_time="yesterday"), "generated_time"),
     (notification(generated_time=12), "generated_time"),
+    (notification(generated_time="0001-01-01T00:00:00+01:00"),
+     "generated_time"),
     (notification(type="VM", payload={"instance_uuid": "not-a-uuid",
                                       "vir_domain_event": "STOPPED_FAILED",
                                       "event": "LIFECYCLE"}),
@@ -297,9 +303,12 @@ def test_schema_errors_name_the_field_and_store_nothing(api, body, field):
     assert field in reply.message
     assert api.stored() == []
     assert api.woken == []
+    assert api.hosts.checked == []
 
 
-@pytest.mark.parametrize("raw", [b"{not json", b"", b"\xff\xfe"])
+@pytest.mark.parametrize("raw", [b"{not json", b"", b"\xff\xfe",
+                                 b"[" * 3000,
+                                 b'{"a":' * 400 + b"[" * 1000])
 def test_invalid_json_is_400(api, raw):
     reply = api.post(raw)
     assert reply.status == 400, reply.text
@@ -353,6 +362,12 @@ def test_duplicate_is_409(api):
     assert api.post(notification(hostname="compute-2")).status == 202
     assert api.post(notification(
         generated_time="2026-11-22T10:09:00")).status == 202
+
+
+def test_generated_time_at_the_end_of_the_range(api):
+    body = notification(generated_time="9999-12-31T23:59:00")
+    assert api.post(body).status == 202
+    assert api.post(body).status == 409
 
 
 def test_nova_unreachable_stores_unchecked(api):
@@ -422,6 +437,10 @@ def test_list_filters(api, four):
     assert listed(api, "?status=finished") == []
 
 
+def test_list_with_a_huge_limit(api, four):
+    assert listed(api, "?limit=" + "9" * 30) == ids(reversed(four))
+
+
 def test_list_generated_since(api, four):
     late = notification(hostname="compute-2",
                         generated_time="2026-11-22T10:30:00")
@@ -455,6 +474,10 @@ def test_list_limit_and_marker(api, four, by):
     ("?limit=ten", "limit"),
     ("?marker=no-such-notification", "marker"),
     ("?marker=12345", "marker"),
+    ("?marker=" + "9" * 30, "marker"),
+    ("?marker=%C2%B2", "marker"),
+    ("?limit=%C2%B2", "limit"),
+    ("?hostname=%FF", "UTF-8"),
     ("?generated-since=yesterday", "generated-since"),
 ])
 def test_list_bad_query_is_400(api, four, query, field):
@@ -552,6 +575,12 @@ def test_unknown_resources_are_404(api, path):
     assert "itemNotFound" in reply.json
 
 
+def test_a_path_that_is_not_utf8_is_400(api):
+    reply = api.get("/v1/notifications/%FF%FE")
+    assert reply.status == 400, reply.text
+    assert "UTF-8" in reply.message
+
+
 @pytest.mark.parametrize("method,path", [
     ("DELETE", "/v1/notifications"),
     ("PUT", "/v1/notifications"),
@@ -636,8 +665,16 @@ def token_api(store, token_file) -> Iterator[Served]:
     hosts, woken = Hosts(), []
     conf = api_conf(auth_strategy="token", token_file=token_file)
     app = auth.protect(make_api(store, hosts, woken), conf)
-    with serving(app) as port:
-        yield Served(store, hosts, woken, port)
+    seen: list[tuple[str, str, str, bool]] = []
+
+    def recorded(environ: dict, start_response: Any) -> Any:
+        seen.append((environ["REQUEST_METHOD"], environ["PATH_INFO"],
+                     environ.get("QUERY_STRING", ""),
+                     "HTTP_X_AUTH_TOKEN" in environ))
+        return app(environ, start_response)
+
+    with serving(recorded) as port:
+        yield Served(store, hosts, woken, port, seen)
 
 
 def test_token_required(token_api):
@@ -802,6 +839,9 @@ def test_openstacksdk_create_get_list(sdk, token_api):
                  "cluster_status": "OFFLINE"})
     assert created.notification_uuid
     assert created.status == "new"
+    # Version discovery is unauthenticated; the create carries the token.
+    assert token_api.seen[0][:2] == ("GET", "/v1")
+    assert ("POST", "/v1/notifications", "", True) in token_api.seen
     assert token_api.store.get(created.notification_uuid).status is (
         Status.NEW)
 
@@ -823,8 +863,13 @@ def test_openstacksdk_pages_with_limit(sdk, token_api):
             generated_time=f"2026-11-22T10:{minute * 10:02d}:00",
             payload=STOPPED)
         uuids.append(created.notification_uuid)
+    del token_api.seen[:]
     paged = list(sdk.instance_ha.notifications(limit=2))
     assert [n.notification_uuid for n in paged] == uuids[::-1]
+    queries = [q for _, _, q, _ in token_api.seen]
+    assert queries[0] == "limit=2"
+    assert len(queries) >= 3
+    assert all("marker=" in q for q in queries[1:])
     filtered = list(sdk.instance_ha.notifications(status="new",
                                                   sort_dir="asc"))
     assert [n.notification_uuid for n in filtered] == uuids

@@ -1,6 +1,7 @@
 """The store over a real SQLite file: notifications, duplicates, paging,
 claiming and leases, the instance journal and step events."""
 
+import contextlib
 import datetime
 import socket
 import subprocess
@@ -29,8 +30,13 @@ def later(seconds):
 
 
 @pytest.fixture
-def store(tmp_path):
-    store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
+def url(tmp_path):
+    return f"sqlite:///{tmp_path}/s.sqlite"
+
+
+@pytest.fixture
+def store(url):
+    store = open_store(url)
     yield store
     store.close()
 
@@ -131,6 +137,17 @@ def test_window_zero_disables_the_check(store):
     assert len(store.list_notifications()) == 3
 
 
+def test_duplicate_window_at_the_end_of_time(store):
+    end = datetime.datetime(9999, 12, 31, 23, 59, tzinfo=UTC)
+    start = datetime.datetime(1, 1, 1, 0, 1, tzinfo=UTC)
+    add(store, generated_time=end, duplicate_window=180)
+    add(store, generated_time=start, duplicate_window=180)
+    with pytest.raises(exception.Duplicate):
+        add(store, generated_time=end, duplicate_window=180)
+    with pytest.raises(exception.Duplicate):
+        add(store, generated_time=start, duplicate_window=180)
+
+
 # -- list --------------------------------------------------------------------
 @pytest.fixture
 def listed(store):
@@ -221,7 +238,8 @@ def test_list_marker_paging_with_ties_on_the_sort_key(store, listed):
     assert sorted(seen) == sorted(uuids(listed))
 
 
-@pytest.mark.parametrize("marker", ["999", "no-such-uuid"])
+@pytest.mark.parametrize("marker", ["999", "no-such-uuid", "\u00b2",
+                                    "\u0661", "9" * 30])
 def test_list_unknown_marker_is_not_found(store, listed, marker):
     with pytest.raises(exception.NotFound, match=marker):
         store.list_notifications(marker=marker)
@@ -430,6 +448,35 @@ def test_claim_host_refuses_a_host_with_a_live_owner(store):
     _, resumed = store.claim_host(hostname="compute-2", owner=ME,
                                   now=later(1), lease=LEASE, payload={})
     assert resumed is False
+
+
+def test_claim_host_checks_and_records_in_one_transaction(store, url,
+                                                         monkeypatch):
+    """An engine that claims right after claim_host's check must find the
+    host busy, not start a second run next to the CLI's."""
+    add(store)
+    engine = open_store(url)
+    claimed = []
+    real_tx = store._tx
+
+    @contextlib.contextmanager
+    def tx():
+        with real_tx() as conn:
+            yield conn
+        if not claimed:
+            claimed.append(engine.claim_next(OTHER, NOW, LEASE))
+
+    monkeypatch.setattr(store, "_tx", tx)
+    try:
+        store.claim_host(hostname="compute-1", owner=ME, now=NOW,
+                         lease=LEASE, payload={})
+    except exception.RecoveryInProgress:
+        pass
+    finally:
+        engine.close()
+    owners = [n.owner for n in store.list_notifications(
+        filters={"hostname": "compute-1", "status": "running"})]
+    assert len(owners) == 1, owners
 
 
 # -- journal and step events -------------------------------------------------
