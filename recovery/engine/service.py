@@ -51,11 +51,18 @@ class Engine:
                                     lease)
         try:
             while not self._stopping.is_set():
+                # Cleared before looking: a wake-up during the look is
+                # kept for the next turn, never lost.
+                self.wake.clear()
                 self._reap()
-                self._claim()
+                try:
+                    self._claim()
+                except Exception:
+                    # The store may be briefly unavailable; keep the loop
+                    # (and the watchdog) alive and look again.
+                    LOG.exception("Could not claim notifications")
                 self.heartbeat(self.status())
                 self.wake.wait(IDLE_WAIT)
-                self.wake.clear()
             self._drain()
         finally:
             keeper.close()
@@ -122,7 +129,11 @@ class Engine:
             LOG.warning("Notification %s interrupted: %s", notification.uuid,
                         result.message)
             return
-        self._finish(notification, result)
+        try:
+            self._finish(notification, result)
+        except Exception:
+            LOG.exception("Could not record the end of notification %s; "
+                          "it resumes from the journal", notification.uuid)
 
     def _finish(self, notification: Notification,
                 result: runner.Attempt) -> None:
