@@ -10,6 +10,7 @@ import pytest
 
 from tests.fakekeystone import TOKEN as FAKE_TOKEN
 from tests.fakekeystone import FakeKeystone
+from tests.fakenova import FakeNova
 
 LOCK_REASON = "Locked by recovery: host-failure evacuation"
 FAILED = "compute-1"
@@ -214,3 +215,75 @@ def test_missing_auth_option_names_the_fix(tmp_path):
     assert proc.returncode == 2
     assert "[nova] auth options are invalid" in proc.stderr
     assert "auth-url" in proc.stderr or "auth_url" in proc.stderr
+
+
+def test_runs_are_recorded_and_shown(cloud, tmp_path):
+    fake, uuids = cloud
+    fake.fail_host(FAILED)
+    config = write_config(tmp_path, fake)
+    run = run_cli(config, "host-failure", FAILED)
+    assert "Recorded as notification" in run.stderr
+    listing = run_cli(config, "notifications", "list", "--format", "json")
+    [item] = json.loads(listing.stdout)
+    assert item["hostname"] == FAILED and item["origin"] == "cli"
+    assert item["status"] == "failed"     # "doomed" did not recover
+    shown = run_cli(config, "notifications", "show",
+                    item["notification_uuid"], "--format", "json")
+    body = json.loads(shown.stdout)
+    outcomes = {i["uuid"]: i["outcome"] for i in body["instances"]}
+    assert outcomes[uuids["doomed"]] == "failed"
+    assert outcomes[uuids["vm-0"]] == "recovered"
+    assert len(outcomes) == 20
+    table = run_cli(config, "notifications", "show",
+                    item["notification_uuid"])
+    assert "step recover-instances: FAILURE" in table.stdout
+    missing = run_cli(config, "notifications", "show", "nope")
+    assert missing.returncode == 2
+    assert "no notification nope" in missing.stderr
+
+
+def test_interrupted_run_is_resumed_by_the_next(tmp_path):
+    with FakeNova(evacuation_latency=0.3) as fake:
+        interrupt_then_resume(fake, tmp_path)
+
+
+def interrupt_then_resume(fake, tmp_path):
+    for host in (FAILED, "compute-2"):
+        fake.add_compute(host)
+    uuids = [fake.add_server(f"vm-{n}", FAILED) for n in range(12)]
+    fake.fail_host(FAILED)
+    config = write_config(tmp_path, fake)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "recovery.cmd.cli", "--config-file", config,
+         "host-failure", FAILED], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    fake.wait_for(lambda: len(fake.evacuate_calls) >= 4, timeout=30)
+    first.kill()
+    first.wait()
+    second = run_cli(config, "host-failure", FAILED)
+    assert second.returncode == 0, second.stderr
+    assert "Resuming the interrupted run" in second.stderr
+    assert sorted(c["uuid"] for c in fake.evacuate_calls) == sorted(uuids)
+    assert not any(fake.server(u)["locked"] for u in uuids)
+
+
+def test_host_another_live_process_recovers_is_refused(fake_nova, tmp_path):
+    fake = fake_nova
+    for host in (FAILED, "compute-2"):
+        fake.add_compute(host)
+    stuck = fake.add_server("stuck", FAILED)
+    fake.set_evacuation_outcome(stuck, "hang")
+    fake.fail_host(FAILED)
+    config = write_config(tmp_path, fake)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "recovery.cmd.cli", "--config-file", config,
+         "host-failure", FAILED], stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL)
+    try:
+        fake.wait_for(lambda: fake.evacuate_calls, timeout=30)
+        second = run_cli(config, "host-failure", FAILED)
+    finally:
+        first.kill()
+        first.wait()
+    assert second.returncode == 3
+    assert f"{FAILED} is being recovered by" in second.stderr
