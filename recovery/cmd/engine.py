@@ -126,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
              port, conf.api.auth_strategy)
     notifier.ready(f"listening on {conf.api.host}:{port}")
     engine.serve()
+    engine.store.close()
     LOG.info("Stopped")
     return EXIT_OK
 

@@ -40,7 +40,6 @@ class Status(str, enum.Enum):
     IGNORED = "ignored"
 
 
-TERMINAL = frozenset({Status.FINISHED, Status.FAILED, Status.IGNORED})
 SORT_KEYS = frozenset({"created_at", "updated_at", "generated_time",
                        "status", "type", "hostname"})
 
