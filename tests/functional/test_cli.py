@@ -36,6 +36,13 @@ def run_cli(config, *args):
         env={**os.environ, "PYTHONWARNINGS": "ignore"})
 
 
+def start_cli(config, *args):
+    """The command in the background, to interrupt or race it."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "recovery.cmd.cli", "--config-file", config,
+         *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
 def max_concurrent_locks(fake):
     held, peak = set(), 0
     for event in fake.lock_events:
@@ -253,10 +260,7 @@ def interrupt_then_resume(fake, tmp_path):
     uuids = [fake.add_server(f"vm-{n}", FAILED) for n in range(12)]
     fake.fail_host(FAILED)
     config = write_config(tmp_path, fake)
-    first = subprocess.Popen(
-        [sys.executable, "-m", "recovery.cmd.cli", "--config-file", config,
-         "host-failure", FAILED], stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+    first = start_cli(config, "host-failure", FAILED)
     fake.wait_for(lambda: len(fake.evacuate_calls) >= 4, timeout=30)
     first.kill()
     first.wait()
@@ -275,10 +279,7 @@ def test_host_another_live_process_recovers_is_refused(fake_nova, tmp_path):
     fake.set_evacuation_outcome(stuck, "hang")
     fake.fail_host(FAILED)
     config = write_config(tmp_path, fake)
-    first = subprocess.Popen(
-        [sys.executable, "-m", "recovery.cmd.cli", "--config-file", config,
-         "host-failure", FAILED], stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL)
+    first = start_cli(config, "host-failure", FAILED)
     try:
         fake.wait_for(lambda: fake.evacuate_calls, timeout=30)
         second = run_cli(config, "host-failure", FAILED)
