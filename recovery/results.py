@@ -86,6 +86,11 @@ class HostReport:
                           if r.outcome)
         return {o.value: counted.get(o.value, 0) for o in Outcome}
 
+    def summary(self) -> str:
+        """The non-zero counts, e.g. "7 recovered, 1 skipped"."""
+        return ", ".join(f"{n} {o}" for o, n in self.counts().items()
+                         if n) or "no instances"
+
     @property
     def succeeded(self) -> bool:
         return not any(r.outcome is Outcome.FAILED for r in self.instances)

@@ -18,8 +18,7 @@ from recovery import exception
 from recovery.cmd import output
 from recovery.concurrency import Clock
 from recovery.db.store import Status
-from recovery.db.store import Store
-from recovery.db.store import open_store
+from recovery.db.store import open_conf_store
 from recovery.db.store import this_process
 from recovery.engine import runner
 from recovery.flows.context import Env
@@ -96,10 +95,6 @@ def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
     if not (args.verbose or args.debug):
         logging.getLogger().setLevel(logging.WARNING)
     return conf
-
-
-def open_conf_store(conf: cfg.ConfigOpts) -> Store:
-    return open_store(conf.database.connection, conf.database.busy_timeout)
 
 
 def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:

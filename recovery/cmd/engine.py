@@ -23,7 +23,7 @@ from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.api import auth
 from recovery.api.app import NotificationAPI
-from recovery.db.store import open_store
+from recovery.db.store import open_conf_store
 from recovery.engine.service import Engine
 from recovery.engine.systemd import Notifier
 from recovery.nova import load_nova
@@ -60,7 +60,7 @@ def build(conf: cfg.ConfigOpts, notifier: Notifier) -> tuple[Engine, int]:
     """Open the store, check the Nova config, start the API. Returns the
     engine and the port the API listens on."""
     clock = concurrency.Clock()
-    store = open_store(conf.database.connection, conf.database.busy_timeout)
+    store = open_conf_store(conf)
     load_nova(conf, clock)                    # a config error stops here
     engine = Engine(conf, store, lambda: load_nova(conf, clock), clock,
                     heartbeat=Heartbeat(notifier))

@@ -56,9 +56,8 @@ def render_table(report: HostReport) -> str:
         table.add_row([r.name, r.uuid, r.outcome.value if r.outcome else "",
                        r.source_host, r.dest_host or "", state,
                        _seconds(r), r.reason or ""])
-    counts = ", ".join(f"{n} {o}" for o, n in report.counts().items() if n)
     title = "Plan" if report.dry_run else "Results"
-    return (f"{title} for host {report.host}: {counts or 'no instances'}\n"
+    return (f"{title} for host {report.host}: {report.summary()}\n"
             f"{table.get_string()}")
 
 

@@ -391,6 +391,11 @@ class Store:
                 migration_floor=r.migration_floor) for r in rows]
 
 
+def open_conf_store(conf: Any) -> Store:
+    """The store ``[database]`` names."""
+    return open_store(conf.database.connection, conf.database.busy_timeout)
+
+
 def open_store(connection: str, busy_timeout: float = 30.0) -> Store:
     """Open (and create or upgrade) the store at an SQLAlchemy URL."""
     url = sa.engine.make_url(connection)

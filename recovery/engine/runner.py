@@ -43,8 +43,7 @@ class StoreRecorder:
     def step_changed(self, step: str, state: str, message: str) -> None:
         progress = 0.0 if state == StepState.RUNNING else 1.0
         self._store.add_step_event(self._uuid, step, StepState(state).value,
-                                   progress,
-                                   message, self._clock.now())
+                                   progress, message, self._clock.now())
         if self._listener is not None:
             self._listener.step_changed(step, state, message)
 
@@ -79,8 +78,7 @@ def attempt(env: Env, store: Store, notification: Notification, *,
         # A host Nova still reports up may be seen down on a retry, and
         # Nova errors pass: both are worth another attempt.
         return Attempt(Status.ERROR, str(exc), error=exc)
-    counts = ", ".join(f"{n} {o}" for o, n in report.counts().items() if n)
-    summary = f"{notification.hostname}: {counts or 'no instances'}"
+    summary = f"{notification.hostname}: {report.summary()}"
     if report.succeeded:
         return Attempt(Status.FINISHED, summary, report)
     failed = [r for r in report.instances if r.outcome is Outcome.FAILED]

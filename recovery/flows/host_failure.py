@@ -253,12 +253,10 @@ def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
         _settle(ctx, _new_result(ctx, server), Outcome.FAILED,
                 f"appeared on {ctx.host} during recovery after "
                 f"{MAX_RELISTS} listings; run recovery again")
-    counts = ", ".join(f"{n} {o}" for o, n in ctx.report.counts().items()
-                       if n) or "no instances"
     env.recorder.step_changed(
         RECOVER_INSTANCES,
         StepState.SUCCESS if ctx.report.succeeded else StepState.FAILURE,
-        counts)
+        ctx.report.summary())
 
 
 def _recover_round(ctx: HostContext, servers: list[Server],

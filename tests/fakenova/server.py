@@ -232,12 +232,17 @@ class FakeNova:
     def wait_for(self, predicate: Callable[[], Any], timeout: float = 5.0,
                  interval: float = 0.005) -> Any:
         """Poll predicate() until it returns something truthy."""
-        deadline = time.monotonic() + timeout
-        while True:
-            result = predicate()
-            if result:
-                return result
-            if time.monotonic() > deadline:
-                raise TimeoutError("condition not met within "
-                                   f"{timeout} s")
-            time.sleep(interval)
+        return wait_until(predicate, timeout, interval=interval)
+
+
+def wait_until(predicate: Callable[[], Any], timeout: float, *,
+               interval: float = 0.01, what: str = "condition") -> Any:
+    """Poll ``predicate`` until truthy (a test helper, not recovery code)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = predicate()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{what} not met within {timeout} s")
+        time.sleep(interval)

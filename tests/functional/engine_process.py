@@ -9,24 +9,17 @@ import socket
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 from typing import Any
+
+from tests.fakenova import server as fakenova_server
 
 LOCK_REASON = "Locked by recovery: host-failure evacuation"
 
 
 def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
-    """Poll ``predicate`` until truthy (a test helper, not recovery code)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = predicate()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"{what} not met within {timeout} s")
-        time.sleep(0.01)
+    return fakenova_server.wait_until(predicate, timeout, what=what)
 
 
 class EngineProcess:
