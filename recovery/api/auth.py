@@ -23,9 +23,7 @@ ADMIN_ROLE = "admin"
 
 
 def _unauthorized(message: str) -> webob.Response:
-    response = webob.Response(
-        status=401, content_type="application/json", charset="utf-8",
-        json_body={"error": {"code": 401, "message": message}})
+    response = error(401, message)
     response.headers["WWW-Authenticate"] = 'Token realm="recovery"'
     return response
 

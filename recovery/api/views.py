@@ -7,6 +7,7 @@ from recovery.db.store import Notification
 from recovery.db.store import StepEvent
 from recovery.results import InstanceResult
 from recovery.results import Outcome
+from recovery.results import Phase
 
 
 def timestamp(value: datetime.datetime | None) -> str | None:
@@ -59,7 +60,7 @@ def vmove(notification_uuid: str, result: InstanceResult) -> dict[str, Any]:
     if result.outcome is not None:
         status = VMOVE_STATUS.get(result.outcome, "pending")
     else:
-        status = "pending" if result.phase.value == "pending" else "ongoing"
+        status = "pending" if result.phase is Phase.PENDING else "ongoing"
     return {
         "notification_uuid": notification_uuid,
         "instance_uuid": result.uuid,
