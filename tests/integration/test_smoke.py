@@ -1,8 +1,12 @@
 """Smoke: the ``recovery`` CLI recovers a failed host of a REAL Nova.
 
-Needs nova==34.0.0 and openstack-placement==16.0.0 (and fixtures,
-testtools, oslotest, wsgi-intercept) in the running venv; skipped
-otherwise. Run: ``pytest -s tests/integration/test_smoke.py``.
+Needs, in the running venv (skipped otherwise)::
+
+    pip install nova==34.0.0 openstack-placement==16.0.0 fixtures \
+        testtools oslotest wsgi-intercept
+    pip install -e '.[test]'
+
+Run: ``pytest -s tests/integration/test_smoke.py`` (about 30 s).
 """
 
 import importlib.util
@@ -12,6 +16,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -42,6 +47,16 @@ def rss_mib(pid: int) -> float:
     return 0.0
 
 
+def run_recovery(nova: RealNova, tmp_path: Path) -> tuple[Any, float]:
+    started = time.monotonic()
+    proc = subprocess.run(
+        [os.path.join(os.path.dirname(sys.executable), "recovery"),
+         "--config-file", write_config(tmp_path, nova.endpoint),
+         "host-failure", FAILED, "--format", "json"],
+        capture_output=True, text=True, timeout=180)
+    return proc, time.monotonic() - started
+
+
 def test_recover_failed_host(tmp_path: Path) -> None:
     started = time.monotonic()
     with RealNova(hosts=4) as nova:
@@ -53,13 +68,7 @@ def test_recover_failed_host(tmp_path: Path) -> None:
         }
         nova.fail_host(FAILED)
         nova.wait_service(FAILED, state="down")
-        t0 = time.monotonic()
-        proc = subprocess.run(
-            [os.path.join(os.path.dirname(sys.executable), "recovery"),
-             "--config-file", write_config(tmp_path, nova.endpoint),
-             "host-failure", FAILED, "--format", "json"],
-            capture_output=True, text=True, timeout=180)
-        recovery = time.monotonic() - t0
+        proc, recovery = run_recovery(nova, tmp_path)
         print(f"\nNova start-up {startup:.1f} s; recovery of "
               f"{len(servers)} instances {recovery:.1f} s; Nova RSS "
               f"{rss_mib(nova.pid):.0f} MiB")
@@ -79,3 +88,32 @@ def test_recover_failed_host(tmp_path: Path) -> None:
             assert not after["locked"], after
         service = nova.service(FAILED)
         assert service["forced_down"] and service["status"] == "disabled"
+
+
+def test_recover_every_evacuable_state(tmp_path: Path) -> None:
+    """Error stays error, the owner's lock stays, stuck tasks recover."""
+    with RealNova(hosts=4) as nova:
+        servers = {
+            "error": nova.boot("error", FAILED, state="error"),
+            "owner-locked": nova.boot("owner-locked", FAILED,
+                                      locked_by_owner=True),
+            "stuck": nova.boot("stuck", FAILED, task_state="rebooting"),
+            "stuck-off": nova.boot("stuck-off", FAILED, state="stopped",
+                                   task_state="powering-on"),
+        }
+        nova.fail_host(FAILED)
+        nova.wait_service(FAILED, state="down")
+        proc, _ = run_recovery(nova, tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        report = json.loads(proc.stdout)
+        assert report["summary"]["recovered"] == len(servers), report
+        after = {name: nova.server(s["id"]) for name, s in servers.items()}
+        assert {n: s["status"] for n, s in after.items()} == {
+            "error": "ERROR", "owner-locked": "ACTIVE", "stuck": "ACTIVE",
+            "stuck-off": "SHUTOFF"}
+        for server in after.values():
+            assert server["OS-EXT-SRV-ATTR:host"] != FAILED
+            assert server["OS-EXT-STS:task_state"] is None
+            assert server["locked_reason"] != LOCK_REASON
+        owner = after["owner-locked"]
+        assert owner["locked"] and owner["locked_reason"] == "owner's lock"
