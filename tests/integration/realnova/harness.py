@@ -1,0 +1,212 @@
+"""Start and drive the real Nova of ``server.py`` from a test process.
+
+    with RealNova(hosts=4) as nova:
+        server = nova.boot("vm-1", host="compute-1", state="stopped")
+        nova.fail_host("compute-1")
+        nova.wait_service("compute-1", state="down")
+
+Tokens are ``user:project[:roles]`` (see ``stack.context_from_token``).
+Test servers belong to the project ``demo``, not to the engine's
+(``admin``), so that a lock the engine takes is an admin lock.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[3]
+IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"  # Nova's fake glance image
+FLAVOR = "1"  # m1.tiny
+MICROVERSION = "2.94"
+
+ENGINE_TOKEN = "admin:admin:admin"
+OWNER_TOKEN = "demo:demo:member,reader"
+OWNER_ADMIN_TOKEN = "demo-admin:demo:admin,member,reader"
+
+#: How ``boot`` leaves a server: the status it waits for after acting.
+STATES = ("active", "stopped", "error")
+
+
+class NovaError(Exception):
+    """A Nova or control request answered with an HTTP error."""
+
+    def __init__(self, status: int, body: str) -> None:
+        super().__init__(f"HTTP {status}: {body}")
+        self.status = status
+        self.body = body
+
+
+class RealNova:
+    """A real Nova in a child process, with hosts compute-1..N."""
+
+    def __init__(self, hosts: int = 4, start_timeout: float = 90.0,
+                 python: str = sys.executable) -> None:
+        self.hosts = [f"compute-{i}" for i in range(1, hosts + 1)]
+        self._start_timeout = start_timeout
+        self._python = python
+        self._dir = Path(tempfile.mkdtemp(prefix="realnova-"))
+        self.log_path = self._dir / "nova.log"
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._info: dict[str, Any] = {}
+
+    # -- lifecycle ------------------------------------------------------
+    def start(self) -> RealNova:
+        ready = self._dir / "ready.json"
+        with open(self.log_path, "wb") as log:
+            self._proc = subprocess.Popen(
+                [self._python, "-m", "tests.integration.realnova.server",
+                 "--hosts", str(len(self.hosts)), "--port", "0",
+                 "--ready-file", str(ready)],
+                cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
+                env={**os.environ, "PYTHONPATH": str(REPO)})
+        deadline = time.monotonic() + self._start_timeout
+        while not ready.exists():
+            if self._proc.poll() is not None:
+                raise RuntimeError(f"Nova exited {self._proc.returncode} at "
+                                   f"start-up; see {self.log_path}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise TimeoutError(f"Nova not ready in {self._start_timeout}"
+                                   f" s; see {self.log_path}")
+            time.sleep(0.1)
+        self._info = json.loads(ready.read_text())
+        return self
+
+    def stop(self) -> None:
+        if self._proc is None or self._proc.poll() is not None:
+            return
+        try:
+            self.control("stop")
+            self._proc.wait(timeout=10)
+        except (OSError, NovaError, subprocess.TimeoutExpired):
+            self._proc.kill()
+            self._proc.wait()
+
+    def __enter__(self) -> RealNova:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    @property
+    def endpoint(self) -> str:
+        """The compute endpoint for novaclient: ``http://127.0.0.1:P/v2.1``."""
+        return str(self._info["endpoint"])
+
+    @property
+    def pid(self) -> int:
+        return int(self._info["pid"])
+
+    # -- HTTP -----------------------------------------------------------
+    def _request(self, method: str, url: str, body: Any,
+                 headers: dict[str, str]) -> Any:
+        data = None if body is None else json.dumps(body).encode()
+        req = urllib.request.Request(url, data=data, method=method, headers={
+            "Content-Type": "application/json", **headers})
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                raw = resp.read()
+        except urllib.error.HTTPError as exc:
+            raise NovaError(exc.code, exc.read().decode()) from None
+        return json.loads(raw) if raw else None
+
+    def control(self, command: str, **body: Any) -> Any:
+        return self._request("POST", f"{self._info['control']}/{command}",
+                             body, {})
+
+    def api(self, method: str, path: str, body: Any = None,
+            token: str = ENGINE_TOKEN,
+            microversion: str = MICROVERSION) -> Any:
+        """One compute API call; ``path`` is relative to ``endpoint``."""
+        return self._request(method, self.endpoint + path, body, {
+            "X-Auth-Token": token,
+            "OpenStack-API-Version": f"compute {microversion}"})
+
+    # -- hosts ----------------------------------------------------------
+    def fail_host(self, host: str) -> None:
+        """Stop the host's nova-compute: Nova sees it down in ~3 s."""
+        self.control("fail_host", host=host)
+
+    def restore_host(self, host: str) -> None:
+        """Start a new nova-compute for the host (its guests are kept)."""
+        self.control("restore_host", host=host)
+
+    def service(self, host: str) -> dict[str, Any]:
+        services = self.api(
+            "GET", f"/os-services?binary=nova-compute&host={host}")
+        return dict(services["services"][0])
+
+    def wait_service(self, host: str, state: str,
+                     timeout: float = 30.0) -> dict[str, Any]:
+        return wait_for(lambda: _if(self.service(host), "state", state),
+                        timeout, f"{host} {state}")
+
+    # -- servers --------------------------------------------------------
+    def server(self, server_id: str) -> dict[str, Any]:
+        return dict(self.api("GET", f"/servers/{server_id}")["server"])
+
+    def wait_status(self, server_id: str, status: str,
+                    timeout: float = 30.0) -> dict[str, Any]:
+        return wait_for(lambda: _if(self.server(server_id), "status", status),
+                        timeout, f"server {server_id} {status}")
+
+    def action(self, server_id: str, body: dict[str, Any],
+               token: str = ENGINE_TOKEN) -> None:
+        self.api("POST", f"/servers/{server_id}/action", body, token=token)
+
+    def boot(self, name: str, host: str, state: str = "active",
+             metadata: dict[str, str] | None = None,
+             locked_by_owner: bool = False,
+             task_state: str | None = None) -> dict[str, Any]:
+        """Boot a server of project ``demo`` on ``host`` and set it up.
+
+        ``state``: active, stopped or error; ``locked_by_owner`` locks it
+        from its own project; ``task_state`` leaves a task stuck.
+        """
+        if state not in STATES:
+            raise ValueError(f"state must be one of {STATES}")
+        created = self.api("POST", "/servers", {"server": {
+            "name": name, "imageRef": IMAGE, "flavorRef": FLAVOR,
+            "networks": "none", "availability_zone": f"nova:{host}",
+            "metadata": metadata or {}}}, token=OWNER_ADMIN_TOKEN)
+        sid = created["server"]["id"]
+        self.wait_status(sid, "ACTIVE")
+        if state == "stopped":
+            self.action(sid, {"os-stop": None}, token=OWNER_TOKEN)
+            self.wait_status(sid, "SHUTOFF")
+        elif state == "error":
+            self.action(sid, {"os-resetState": {"state": "error"}})
+        if locked_by_owner:
+            self.action(sid, {"lock": {"locked_reason": "owner's lock"}},
+                        token=OWNER_TOKEN)
+        if task_state is not None:
+            self.control("set_task_state", server=sid, task_state=task_state)
+        return self.server(sid)
+
+
+def _if(item: dict[str, Any], key: str, value: str) -> dict[str, Any] | None:
+    return item if item.get(key) == value else None
+
+
+def wait_for(probe: Callable[[], Any], timeout: float, what: str,
+             interval: float = 0.1) -> Any:
+    """Poll ``probe`` until it returns something truthy, or time out."""
+    deadline = time.monotonic() + timeout
+    while True:
+        result = probe()
+        if result:
+            return result
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"timed out after {timeout} s waiting for "
+                               f"{what}")
+        time.sleep(interval)
