@@ -14,8 +14,9 @@ import urllib.request
 from typing import Any
 
 from tests.fakenova import server as fakenova_server
+from tests.functional.cli_process import LOCK_REASON
 
-LOCK_REASON = "Locked by recovery: host-failure evacuation"
+__all__ = ["LOCK_REASON", "EngineProcess", "wait_until"]
 
 
 def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
@@ -24,8 +25,9 @@ def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
 
 class EngineProcess:
     def __init__(self, workdir, nova_endpoint: str, threads: int = 5,
-                 extra: str = ""):
+                 extra: str = "", poll_interval: float = 0.05):
         self.workdir = workdir
+        self.poll_interval = poll_interval
         self.config = workdir / "recovery.conf"
         self.log = workdir / "engine.log"
         self.write_config(nova_endpoint, threads, extra)
@@ -42,8 +44,8 @@ class EngineProcess:
         self.config.write_text(
             f"[DEFAULT]\nhost_failure_recovery_threads = {threads}\n"
             f"log_file = {self.log}\n\n"
-            f"[host_failure]\npoll_interval = 0.05\n"
-            f"evacuation_timeout = 30\n\n"
+            f"[host_failure]\npoll_interval = {self.poll_interval}\n"
+            f"evacuation_timeout = 60\n\n"
             f"[nova]\nauth_type = admin_token\nendpoint = {endpoint}\n"
             f"token = admin:admin:admin\ntimeout = 5\n\n"
             f"[database]\nconnection = sqlite:///{self.workdir}/r.sqlite\n\n"

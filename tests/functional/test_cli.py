@@ -2,45 +2,19 @@
 production) driving the fake Nova over real HTTP."""
 
 import json
-import os
-import subprocess
-import sys
 
 import pytest
 
 from tests.fakekeystone import TOKEN as FAKE_TOKEN
 from tests.fakekeystone import FakeKeystone
 from tests.fakenova import FakeNova
+from tests.functional.cli_process import LOCK_REASON
+from tests.functional.cli_process import run_cli
+from tests.functional.cli_process import start_cli
+from tests.functional.cli_process import write_config
 
-LOCK_REASON = "Locked by recovery: host-failure evacuation"
 FAILED = "compute-1"
 MUTATING = {"POST", "PUT", "DELETE"}
-
-
-def write_config(tmp_path, fake, threads=3, retries=3):
-    path = tmp_path / "recovery.conf"
-    path.write_text(
-        f"[DEFAULT]\nhost_failure_recovery_threads = {threads}\n\n"
-        f"[host_failure]\npoll_interval = 0.05\nevacuation_timeout = 20\n\n"
-        f"[nova]\nauth_type = admin_token\nendpoint = {fake.endpoint}\n"
-        f"token = admin:admin:admin\ntimeout = 5\n"
-        f"api_retries = {retries}\n\n"
-        f"[database]\nconnection = sqlite:///{tmp_path}/recovery.sqlite\n")
-    return str(path)
-
-
-def run_cli(config, *args):
-    return subprocess.run(
-        [sys.executable, "-m", "recovery.cmd.cli", "--config-file", config,
-         *args], capture_output=True, text=True, timeout=120,
-        env={**os.environ, "PYTHONWARNINGS": "ignore"})
-
-
-def start_cli(config, *args):
-    """The command in the background, to interrupt or race it."""
-    return subprocess.Popen(
-        [sys.executable, "-m", "recovery.cmd.cli", "--config-file", config,
-         *args], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
 def max_concurrent_locks(fake):

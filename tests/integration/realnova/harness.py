@@ -164,34 +164,51 @@ class RealNova:
                token: str = ENGINE_TOKEN) -> None:
         self.api("POST", f"/servers/{server_id}/action", body, token=token)
 
-    def boot(self, name: str, host: str, state: str = "active",
-             metadata: dict[str, str] | None = None,
-             locked_by_owner: bool = False,
-             task_state: str | None = None) -> dict[str, Any]:
-        """Boot a server of project ``demo`` on ``host`` and set it up.
+    def create(self, name: str, host: str,
+               metadata: dict[str, str] | None = None) -> str:
+        """Ask for a server of project ``demo`` on ``host``; its id."""
+        created = self.api("POST", "/servers", {"server": {
+            "name": name, "imageRef": IMAGE, "flavorRef": FLAVOR,
+            "networks": "none", "availability_zone": f"nova:{host}",
+            "metadata": metadata or {}}}, token=OWNER_ADMIN_TOKEN)
+        return str(created["server"]["id"])
+
+    def settle(self, server_id: str, state: str = "active",
+               locked_by_owner: bool = False,
+               task_state: str | None = None) -> dict[str, Any]:
+        """Wait for a created server to be ACTIVE, then set it up.
 
         ``state``: active, stopped or error; ``locked_by_owner`` locks it
         from its own project; ``task_state`` leaves a task stuck.
         """
         if state not in STATES:
             raise ValueError(f"state must be one of {STATES}")
-        created = self.api("POST", "/servers", {"server": {
-            "name": name, "imageRef": IMAGE, "flavorRef": FLAVOR,
-            "networks": "none", "availability_zone": f"nova:{host}",
-            "metadata": metadata or {}}}, token=OWNER_ADMIN_TOKEN)
-        sid = created["server"]["id"]
-        self.wait_status(sid, "ACTIVE")
+        self.wait_status(server_id, "ACTIVE")
         if state == "stopped":
-            self.action(sid, {"os-stop": None}, token=OWNER_TOKEN)
-            self.wait_status(sid, "SHUTOFF")
+            self.action(server_id, {"os-stop": None}, token=OWNER_TOKEN)
+            self.wait_status(server_id, "SHUTOFF")
         elif state == "error":
-            self.action(sid, {"os-resetState": {"state": "error"}})
+            self.action(server_id, {"os-resetState": {"state": "error"}})
         if locked_by_owner:
-            self.action(sid, {"lock": {"locked_reason": "owner's lock"}},
+            self.action(server_id,
+                        {"lock": {"locked_reason": "owner's lock"}},
                         token=OWNER_TOKEN)
         if task_state is not None:
-            self.control("set_task_state", server=sid, task_state=task_state)
-        return self.server(sid)
+            self.control("set_task_state", server=server_id,
+                         task_state=task_state)
+        return self.server(server_id)
+
+    def boot(self, name: str, host: str, state: str = "active",
+             metadata: dict[str, str] | None = None,
+             locked_by_owner: bool = False,
+             task_state: str | None = None) -> dict[str, Any]:
+        """``create`` then ``settle``: one server, set up."""
+        return self.settle(self.create(name, host, metadata), state,
+                           locked_by_owner, task_state)
+
+    def calls(self) -> list[dict[str, Any]]:
+        """The compute API requests Nova has served, in arrival order."""
+        return list(self.control("calls")["result"])
 
 
 def _if(item: dict[str, Any], key: str, value: str) -> dict[str, Any] | None:

@@ -10,6 +10,8 @@ JSON control API on the same port under ``/_control``:
 - ``POST /_control/fail_host {"host": H}``: stop H's nova-compute;
 - ``POST /_control/restore_host {"host": H}``: start a new one for H;
 - ``POST /_control/set_task_state {"server": ID, "task_state": S}``;
+- ``POST /_control/calls``: the compute API requests served so far, in
+  arrival order (method, path, server action, status), as Nova saw them;
 - ``POST /_control/stop``: exit.
 
 When serving, it writes ``{"endpoint", "control", "pid"}`` to the ready
@@ -21,10 +23,12 @@ from nova import monkey_patch  # isort: skip
 monkey_patch.patch()  # noqa: E402 - must precede every other import
 
 import argparse  # noqa: E402
+import io  # noqa: E402
 import json  # noqa: E402
 import logging  # noqa: E402
 import os  # noqa: E402
 import sys  # noqa: E402
+import time  # noqa: E402
 import traceback  # noqa: E402
 from collections.abc import Callable  # noqa: E402
 from collections.abc import Iterable  # noqa: E402
@@ -47,11 +51,13 @@ class ControlApp:
     def __init__(self, stack: NovaStack, stop: Callable[[], None]) -> None:
         self._stack = stack
         self._nova = stack.app
+        self._calls: list[dict[str, Any]] = []
         self._commands: dict[str, Callable[[dict[str, Any]], Any]] = {
             "fail_host": lambda b: stack.fail_host(b["host"]),
             "restore_host": lambda b: stack.restore_host(b["host"]),
             "set_task_state": lambda b: stack.set_task_state(
                 b["server"], b.get("task_state")),
+            "calls": lambda b: self._calls,
             "stop": lambda b: stop(),
             "ping": lambda b: None,
         }
@@ -60,7 +66,7 @@ class ControlApp:
                  start_response: StartResponse) -> Iterable[bytes]:
         path = env.get("PATH_INFO", "")
         if not path.startswith(CONTROL_PREFIX):
-            return self._nova(env, start_response)
+            return self._serve_nova(env, start_response)
         command = self._commands.get(path[len(CONTROL_PREFIX):])
         if command is None:
             return _reply(start_response, "404 Not Found",
@@ -68,7 +74,7 @@ class ControlApp:
         try:
             length = int(env.get("CONTENT_LENGTH") or 0)
             body = json.loads(env["wsgi.input"].read(length) or b"{}")
-            command(body)
+            result = command(body)
         except (KeyError, ValueError) as exc:
             return _reply(start_response, "400 Bad Request",
                           {"error": f"{type(exc).__name__}: {exc}"})
@@ -76,7 +82,31 @@ class ControlApp:
             LOG.exception("control command %s failed", path)
             return _reply(start_response, "500 Internal Server Error",
                           {"error": f"{type(exc).__name__}: {exc}"})
-        return _reply(start_response, "200 OK", {"ok": True})
+        return _reply(start_response, "200 OK", {"ok": True,
+                                                 "result": result})
+
+    def _serve_nova(self, env: dict[str, Any],
+                    start_response: StartResponse) -> Iterable[bytes]:
+        """Pass the request to Nova, and log it as a call."""
+        call: dict[str, Any] = {"method": env["REQUEST_METHOD"],
+                                "path": env.get("PATH_INFO", ""),
+                                "action": None, "status": None,
+                                "time": time.time()}
+        self._calls.append(call)
+        if call["method"] == "POST" and call["path"].endswith("/action"):
+            length = int(env.get("CONTENT_LENGTH") or 0)
+            raw = env["wsgi.input"].read(length)
+            env["wsgi.input"] = io.BytesIO(raw)
+            try:
+                call["action"] = next(iter(json.loads(raw)), None)
+            except (ValueError, TypeError):
+                pass  # Nova answers the malformed body itself
+
+        def record_status(status: str, *args: Any) -> Any:
+            call["status"] = int(status.split()[0])
+            return start_response(status, *args)
+
+        return self._nova(env, record_status)
 
 
 def _reply(start_response: StartResponse, status: str,

@@ -28,6 +28,12 @@ SERVICE_DOWN_TIME = 3
 #: Enough for scale tests; Nova's default is 10 instances per project.
 QUOTAS = {"instances": 1000, "cores": 4000, "ram": 4096000}
 
+#: The fake driver's hosts have 10 vCPUs; overcommit so that one host can
+#: hold a scale test's instances (m1.tiny: 1 vCPU, 512 MB, 1 GB).
+ALLOCATION_RATIOS = {"cpu_allocation_ratio": 16.0,
+                     "ram_allocation_ratio": 16.0,
+                     "disk_allocation_ratio": 16.0}
+
 #: Roles given when a token names none: the engine's admin.
 DEFAULT_ROLES = ("admin", "member", "reader")
 
@@ -79,6 +85,7 @@ class NovaStack(integrated_helpers._IntegratedTestBase):
             sys.prefix, "etc", "nova", "api-paste.ini"), group="wsgi")
         self.flags(report_interval=REPORT_INTERVAL,
                    service_down_time=SERVICE_DOWN_TIME)
+        self.flags(**ALLOCATION_RATIOS)
         for name, value in QUOTAS.items():
             self.flags(**{name: value}, group="quota")
         super()._setup_services()

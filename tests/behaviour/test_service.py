@@ -1,0 +1,62 @@
+"""``recovery-engine`` against both Novas: a notification is recovered,
+and a killed engine resumes without evacuating anything twice."""
+
+import pytest
+
+from tests.behaviour.checks import FAILED
+from tests.behaviour.checks import MIX
+from tests.behaviour.checks import ONLY_HA
+from tests.behaviour.checks import assert_mix_recovered
+from tests.behaviour.checks import evacuations
+from tests.behaviour.clouds import Spec
+from tests.functional.engine_process import LOCK_REASON
+from tests.functional.engine_process import EngineProcess
+from tests.functional.engine_process import wait_until
+
+POLL = 0.2
+
+
+@pytest.fixture
+def engine_for(tmp_path):
+    engines = []
+
+    def start(cloud, threads=3, extra=""):
+        engine = EngineProcess(tmp_path, cloud.endpoint, threads=threads,
+                               extra=extra, poll_interval=POLL)
+        engines.append(engine)
+        engine.start()
+        return engine
+
+    yield start
+    for engine in engines:
+        engine.close()
+
+
+def test_notification_recovers_the_mix(cloud, engine_for):
+    ids = cloud.boot(FAILED, MIX)
+    cloud.fail_host(FAILED)
+    engine = engine_for(cloud, extra=f"[host_failure]\n{ONLY_HA}")
+    notification = engine.post_host_down(FAILED)
+    done = engine.wait_status(notification, "finished", "error", "failed")
+    assert done["status"] == "finished", done["message"]
+    assert "5 recovered" in done["message"]
+    assert_mix_recovered(cloud, ids)
+
+
+def test_killed_engine_resumes_without_evacuating_twice(cloud, engine_for):
+    ids = cloud.boot(FAILED, [Spec(f"vm-{n}") for n in range(12)])
+    cloud.fail_host(FAILED)
+    engine = engine_for(cloud, threads=4)
+    notification = engine.post_host_down(FAILED)
+    wait_until(lambda: sum(evacuations(cloud).values()) >= 5,
+               what="five evacuate calls")
+    engine.kill()
+    engine.start()
+    done = engine.wait_status(notification, "finished", "failed",
+                              timeout=120)
+    assert done["status"] == "finished", done["message"]
+    assert evacuations(cloud) == {uuid: 1 for uuid in ids.values()}
+    for uuid in ids.values():
+        server = cloud.server(uuid)
+        assert server["host"] != FAILED and server["status"] == "ACTIVE"
+        assert server["locked_reason"] != LOCK_REASON
