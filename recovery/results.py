@@ -20,7 +20,6 @@ class Phase(str, enum.Enum):
 
     PENDING = "pending"
     LOCKING = "locking"
-    RESETTING = "resetting"
     EVACUATING = "evacuating"
     CONFIRMING = "confirming"
     RESTORING = "restoring"

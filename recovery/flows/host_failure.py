@@ -196,8 +196,6 @@ def _plan(ctx: HostContext) -> None:
     lock_reason = ctx.env.settings.lock_reason
     for server, result in _triage(ctx, ctx.servers):
         steps = ["evacuate"]
-        if server.task_state:
-            steps.insert(0, f"reset task_state {server.task_state}")
         if server.locked and server.locked_reason != lock_reason:
             steps.append("leave the existing lock")
         _settle(ctx, result, Outcome.PLANNED, ", ".join(steps))

@@ -1,6 +1,6 @@
 """The recovery of one instance: a small, explicit state machine.
 
-lock -> make evacuable -> evacuate -> confirm -> restore state -> unlock.
+lock -> evacuate -> confirm -> restore state -> unlock.
 Each phase is recorded before its side effect, so whoever listens (the CLI's
 progress, the service's journal) knows exactly where the instance was.
 """
@@ -20,6 +20,9 @@ LOG = logging.getLogger(__name__)
 
 # What a settled instance looks like for each original vm_state.
 SETTLED_VM_STATES = frozenset({"active", "stopped"})
+# The task_states of a rebuild, which an evacuation is.
+REBUILD_TASK_STATES = frozenset({"rebuilding", "rebuild_block_device_mapping",
+                                 "rebuild_spawning"})
 
 
 class InstanceRecovery:
@@ -37,7 +40,6 @@ class InstanceRecovery:
         try:
             self._lock()
             if not self._evacuated_before():
-                self._make_evacuable()
                 self._evacuate()
             self._restore(self._confirm())
             result.outcome = Outcome.RECOVERED
@@ -74,17 +76,6 @@ class InstanceRecovery:
             self.env.nova.lock(self.server.id, reason)
         # Locked with our reason already: a crashed run's lock, ours to lift.
         self.result.locked_by_us = True
-
-    def _make_evacuable(self) -> None:
-        if self.server.task_state is None:
-            return
-        # Nova refuses to evacuate while a task_state is set; a task on a
-        # dead host never finishes, so reset-state clears it. Reset-state
-        # offers only active and error: a stopped instance comes back
-        # running either way, and the restore step stops it again.
-        self._enter(Phase.RESETTING)
-        target = "error" if self.server.vm_state == "error" else "active"
-        self.env.nova.reset_state(self.server.id, target)
 
     def _evacuated_before(self) -> bool:
         """Whether a run before this one (a crashed engine, an earlier
@@ -126,11 +117,13 @@ class InstanceRecovery:
 
         Nova sets task_state rebuilding before the evacuate call returns,
         records a migration, and moves the host when the rebuild ends. A
-        migration that failed is moved under the floor: the next evacuate
-        is a new attempt, confirmed on its own migration.
+        task_state of another kind is a task stuck on the dead host, which
+        Nova evacuates over. A migration that failed is moved under the
+        floor: the next evacuate is a new attempt, confirmed on its own
+        migration.
         """
         current = self.env.nova.get_server(self.server.id)
-        if (current.task_state is not None
+        if (current.task_state in REBUILD_TASK_STATES
                 or current.host != self.server.host):
             return True
         migration = self.watcher.latest(self.server.id,

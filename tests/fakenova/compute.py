@@ -35,12 +35,14 @@ def require_admin(ctx: RequestContext, rule: str) -> None:
 
 
 def check_state(server: Server, action: str, vm_states: tuple[str, ...],
-                task_states: tuple[str | None, ...] = (None,)) -> None:
-    """compute.api check_instance_state(): vm_state, then task_state."""
+                task_states: tuple[str | None, ...] | None = (None,)
+                ) -> None:
+    """compute.api check_instance_state(): vm_state, then task_state
+    (``task_states=None``: any task_state)."""
     if server.vm_state not in vm_states:
         raise errors.invalid_state(server.uuid, action, "vm_state",
                                    server.vm_state)
-    if server.task_state not in task_states:
+    if task_states is not None and server.task_state not in task_states:
         raise errors.invalid_state(server.uuid, action, "task_state",
                                    server.task_state)
 
@@ -162,7 +164,9 @@ def evacuate(state: State, ctx: RequestContext, server: Server,
         raise errors.not_found(f"Compute host {host} not found.")
     if server.host == host:
         raise errors.bad_request("The target host can't be the same one.")
-    check_state(server, "evacuate", EVACUABLE_VM_STATES)
+    # nova 34: check_instance_state(task_state=None), so a task stuck on
+    # the dead host does not block the evacuation.
+    check_state(server, "evacuate", EVACUABLE_VM_STATES, task_states=None)
     source = state.computes.get(server.host)
     if source is not None and source.up:
         raise errors.bad_request(

@@ -2,9 +2,10 @@
 
 Timeline, L = evacuation_latency:
   API (synchronous): task_state rebuilding, migration "accepted"
-  0.2 L  scheduler picks the destination: migration "pre-migrating",
+  0.2 L  scheduler picks the destination,
          or NoValidHost: migration "error", vm_state error
-  0.4 L  destination compute starts the rebuild: migration "rebuilding"
+  0.4 L  destination compute claims (rebuild_claim): migration
+         "pre-migrating" (nova 34 has no "rebuilding" migration status)
   0.7 L  task_state rebuild_spawning
   1.0 L  vm_state final, task_state None     (the nova 34 gotcha: the
   1.0 L + host_move_lag  host/node move, migration "done"   host lags)
@@ -109,7 +110,6 @@ class Evacuation:
         self.migration.dest_node = node_name(dest)
         self.migration.dest_host = service.ip
         self.call["dest"] = dest
-        self._set_status("pre-migrating")
         if self._dest_running(dest):
             self.state.call_later(0.2 * self.latency, self._rebuild)
 
@@ -142,7 +142,7 @@ class Evacuation:
     def _rebuild(self) -> None:
         if not self._may_continue():
             return
-        self._set_status("rebuilding")
+        self._set_status("pre-migrating")
         if self.outcome == "hang":
             return
         if self.outcome == "error":

@@ -100,10 +100,10 @@ class FakeServer:
 
 class MemoryNova:
     """An in-memory Nova facade. An evacuation advances one migration
-    status per poll of ``list_evacuations``: accepted -> rebuilding ->
+    status per poll of ``list_evacuations``: accepted -> pre-migrating ->
     done (the host moves to ``dest``)."""
 
-    STEPS = ("accepted", "rebuilding", "done")
+    STEPS = ("accepted", "pre-migrating", "done")
 
     def __init__(self, dest: str = "compute-2",
                  active_ends_stopped: bool = False) -> None:
@@ -207,8 +207,6 @@ class MemoryNova:
             self.calls.append(("evacuate", uuid))
             raise exception.NovaError("lost answer", status=502)
         self._record("evacuate", uuid)
-        if server.task_state is not None:
-            raise exception.NovaConflict("task_state set", status=409)
         self._begin_evacuation(server)
 
     def _begin_evacuation(self, server: FakeServer) -> None:

@@ -240,8 +240,7 @@ def test_dry_run_changes_nothing_and_plans():
                              pool_factory=SyncPool)
     assert mutations(nova) == []
     plan = {r.uuid: (r.outcome, r.reason) for r in report.instances}
-    assert plan["a"] == (Outcome.PLANNED,
-                         "reset task_state rebooting, evacuate")
+    assert plan["a"] == (Outcome.PLANNED, "evacuate")
     assert plan["b"][0] is Outcome.SKIPPED
     assert plan["c"] == (Outcome.PLANNED, "evacuate, leave the existing lock")
 

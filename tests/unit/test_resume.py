@@ -76,12 +76,15 @@ def test_evacuate_journaled_but_never_sent_is_sent_once():
     assert report.instances[0].outcome is Outcome.RECOVERED
 
 
-def test_rebuilding_instance_is_not_reset():
-    nova = nova_with("a")
-    nova.evacuate("a")               # task_state rebuilding on the host
-    nova.calls.clear()
-    recover(nova, [entry("a", Phase.EVACUATING, floor=0)])
-    assert [c for c in nova.calls if c[0] == "reset_state"] == []
+def test_a_stuck_task_is_not_mistaken_for_an_evacuation():
+    """Journaled as evacuating, never sent; the instance has a task stuck
+    on the dead host. Only a rebuild task_state means Nova acted."""
+    nova = nova_with()
+    nova.add_server("a", host=HOST, task_state="rebooting")
+    nova.lock("a", LOCK)
+    report = recover(nova, [entry("a", Phase.EVACUATING, floor=0)])
+    assert len(evacuations(nova, "a")) == 1
+    assert report.instances[0].outcome is Outcome.RECOVERED
 
 
 def test_finished_instances_are_kept_and_not_touched():
@@ -111,13 +114,19 @@ def test_retry_after_a_failed_evacuation_evacuates_again():
 
 
 def test_original_state_comes_from_the_journal():
-    nova = nova_with("a")
-    server = nova.servers["a"]
-    server.vm_state = "active"       # reset by the crashed run
+    """An evacuated error instance comes back active; the crashed run
+    died before resetting it to error. The journal still says error."""
+    nova = nova_with()
+    nova.add_server("a", host=HOST, vm_state="error")
     nova.lock("a", LOCK)
-    report = recover(nova, [entry("a", Phase.RESETTING, original="stopped")])
-    assert report.instances[0].final_state == "stopped"
-    assert nova.servers["a"].vm_state == "stopped"
+    nova.evacuate("a")
+    for _ in range(3):
+        nova.list_evacuations(HOST, "")
+    assert nova.servers["a"].vm_state == "active"
+    report = recover(nova, [entry("a", Phase.CONFIRMING, floor=0,
+                                  original="error")])
+    assert report.instances[0].final_state == "error"
+    assert nova.servers["a"].vm_state == "error"
 
 
 def test_deleted_instance_is_skipped():

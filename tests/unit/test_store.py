@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+import sqlalchemy
 
 from recovery import exception
 from recovery.db.store import Status
@@ -541,3 +542,27 @@ def test_step_events_in_order(store):
     assert [(e.step, e.state, e.progress, e.message, e.created_at)
             for e in got] == events
     assert store.step_events(add(store, "compute-2").uuid) == []
+
+
+def test_upgrade_resumes_the_retired_resetting_phase_as_locking(url):
+    """Migration 0002: a journal left in "resetting" by an older version
+    reads back as "locking" (locked, not yet evacuated)."""
+    store = open_store(url)
+    item = add(store)
+    store.save_instance(item.uuid, InstanceResult(
+        uuid="i-1", name="vm", source_host="compute-1",
+        original_state="active", phase=Phase.LOCKING), NOW)
+    store.close()
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sqlalchemy.text(
+            "UPDATE instance_journal SET phase = 'resetting'"))
+        conn.execute(sqlalchemy.text(
+            "UPDATE alembic_version SET version_num = '0001'"))
+    engine.dispose()
+    store = open_store(url)
+    try:
+        [entry] = store.journal(item.uuid)
+    finally:
+        store.close()
+    assert entry.phase is Phase.LOCKING
