@@ -1,10 +1,12 @@
 #!/usr/bin/env python3
-"""Quickstart: recover a failed compute host on an embedded (fake) Nova.
+"""Quickstart: recover a failed compute host of a real, embedded Nova.
 
-Installs the project into .venv-demo, starts the project's fake Nova on
-127.0.0.1 with 3 hosts and 12 instances in a mix of states, fails
-compute-1, and runs 'recovery host-failure compute-1' against it: first
-as a dry run, then for real. Then it shows where each instance went.
+Installs the project and a real Nova 34 (API, conductor, scheduler,
+placement and three nova-compute services on Nova's fake virt driver, all
+in one local process) into .venv-demo. Boots 12 instances in a mix of
+states, fails compute-1, and runs 'recovery host-failure compute-1'
+against it: refused while the host still heartbeats, then as a dry run,
+then for real. Then it shows where each instance went and shuts Nova down.
 """
 
 import os
@@ -18,36 +20,35 @@ sys.path.insert(0, HERE)
 import bootstrap  # noqa: E402
 
 FAILED_HOST = "compute-1"
+HOSTS = 3
 INSTANCES = [
-    # name, host, vm_state, task_state, HA_Enabled, locked_by
-    ("web-1", "compute-1", "active", None, "True", None),
-    ("web-2", "compute-1", "active", None, "True", None),
-    ("db-1", "compute-1", "active", None, "True", "owner"),
-    ("batch-1", "compute-1", "stopped", None, None, None),
-    ("broken-1", "compute-1", "error", None, None, None),
-    ("stuck-1", "compute-1", "active", "rebooting", "True", None),
-    ("paused-1", "compute-1", "paused", None, None, None),
-    ("cache-1", "compute-1", "active", None, None, None),
-    ("web-3", "compute-2", "active", None, "True", None),
-    ("db-2", "compute-2", "active", None, None, None),
-    ("web-4", "compute-3", "active", None, "True", None),
-    ("batch-2", "compute-3", "stopped", None, None, None),
+    # name, host, state, HA_Enabled, locked by its owner, stuck task_state
+    ("web-1", "compute-1", "active", True, False, None),
+    ("web-2", "compute-1", "active", True, False, None),
+    ("db-1", "compute-1", "active", True, True, None),
+    ("batch-1", "compute-1", "stopped", False, False, None),
+    ("broken-1", "compute-1", "error", False, False, None),
+    ("stuck-1", "compute-1", "active", True, False, "rebooting"),
+    ("paused-1", "compute-1", "paused", False, False, None),
+    ("cache-1", "compute-1", "active", False, False, None),
+    ("web-3", "compute-2", "active", True, False, None),
+    ("db-2", "compute-2", "active", False, False, None),
+    ("web-4", "compute-3", "active", True, False, None),
+    ("batch-2", "compute-3", "stopped", False, False, None),
 ]
 
 
 def start_nova():
-    from tests.fakenova import FakeNova
+    from tests.integration.realnova.harness import RealNova
 
-    nova = FakeNova(evacuation_latency=0.5).start()
-    for host in ("compute-1", "compute-2", "compute-3"):
-        nova.add_compute(host)
-    for name, host, vm_state, task_state, ha, locked_by in INSTANCES:
-        nova.add_server(name, host, vm_state=vm_state, task_state=task_state,
-                        metadata={"HA_Enabled": ha} if ha else {},
-                        locked_by=locked_by,
-                        locked_reason="owner maintenance" if locked_by
-                        else None)
-    return nova
+    print(f"Starting a real Nova with {HOSTS} compute hosts ...", flush=True)
+    nova = RealNova(hosts=HOSTS).start()
+    ids = {name: nova.create(name, host, {"HA_Enabled": "True"} if ha
+                             else {})
+           for name, host, _, ha, _, _ in INSTANCES}
+    for name, _, state, _, owner_locked, task_state in INSTANCES:
+        nova.settle(ids[name], state, owner_locked, task_state)
+    return nova, ids
 
 
 def write_config(endpoint: str, workdir: str) -> str:
@@ -62,12 +63,15 @@ def write_config(endpoint: str, workdir: str) -> str:
     return path
 
 
-def show(nova, title: str) -> None:
+def show(nova, ids, title: str) -> None:
     print(f"\n== {title}")
-    for server in sorted(nova.servers(), key=lambda s: s["name"]):
-        lock = f" locked({server['locked_by']})" if server["locked"] else ""
-        print(f"  {server['name']:<10} {server['host']:<10} "
-              f"{server['vm_state']:<8}{lock}")
+    print(f"  {'name':<10} {'host':<10} {'status':<8} {'task':<10} lock")
+    for name in sorted(ids):
+        server = nova.server(ids[name])
+        task = server["OS-EXT-STS:task_state"] or "-"
+        lock = (server["locked_reason"] or "") if server["locked"] else ""
+        print(f"  {name:<10} {server['OS-EXT-SRV-ATTR:host']:<10} "
+              f"{server['status']:<8} {task:<10} {lock}")
 
 
 def recovery(bin_dir: str, config: str, *args: str) -> int:
@@ -79,27 +83,31 @@ def recovery(bin_dir: str, config: str, *args: str) -> int:
 
 
 def demo(bin_dir: str) -> int:
-    nova = start_nova()
+    nova, ids = start_nova()
     workdir = tempfile.mkdtemp(prefix="recovery-demo-")
     config = write_config(nova.endpoint, workdir)
     host = ("host-failure", FAILED_HOST)
     try:
-        show(nova, f"Before: {FAILED_HOST} is up")
+        show(nova, ids, f"Before: {FAILED_HOST} is up")
         refused = recovery(bin_dir, config, *host, "--dry-run")
         print(f"(exit code {refused}: refused, the host still heartbeats)")
         nova.fail_host(FAILED_HOST)
-        print(f"\n== {FAILED_HOST} fails: Nova stops hearing from it")
+        print(f"\n== {FAILED_HOST} fails: its nova-compute stops. Waiting "
+              f"for Nova to report it down ...", flush=True)
+        nova.wait_service(FAILED_HOST, state="down")
         recovery(bin_dir, config, *host, "--dry-run")
         code = recovery(bin_dir, config, *host)
-        show(nova, "After: where each instance went")
+        show(nova, ids, "After: where each instance went")
         recovery(bin_dir, config, "notifications", "list")
         service = nova.service(FAILED_HOST)
-        print(f"\n{FAILED_HOST}: forced_down={service['forced_down']} "
+        print(f"\n{FAILED_HOST}: state={service['state']} "
+              f"forced_down={service['forced_down']} "
               f"status={service['status']} "
               f"reason={service['disabled_reason']!r}")
         print(f"recovery exit code: {code}")
         return code
     finally:
+        print("Shutting Nova down.")
         nova.stop()
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -108,5 +116,5 @@ if __name__ == "__main__":
     if "--inside" in sys.argv:
         sys.path.insert(0, bootstrap.ROOT)
         sys.exit(demo(os.path.dirname(sys.executable)))
-    venv_bin = bootstrap.ensure_venv(".venv-demo", "-e", ".")
+    venv_bin = bootstrap.ensure_venv(".venv-demo", "-e", ".[integration]")
     bootstrap.run([os.path.join(venv_bin, "python"), __file__, "--inside"])

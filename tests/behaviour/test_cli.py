@@ -10,6 +10,7 @@ from tests.behaviour.checks import assert_mix_recovered
 from tests.behaviour.checks import evacuations
 from tests.behaviour.checks import mutations
 from tests.behaviour.checks import peak_locks
+from tests.behaviour.clouds import HOSTS
 from tests.behaviour.clouds import Spec
 from tests.functional.cli_process import run_cli
 from tests.functional.cli_process import write_config
@@ -52,3 +53,27 @@ def test_concurrency_is_bounded_by_the_threads(cloud, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert evacuations(cloud) == {uuid: 1 for uuid in ids.values()}
     assert peak_locks(cloud) == 2
+
+
+def test_no_valid_host_fails_each_instance_and_unlocks(cloud, tmp_path):
+    """Nova accepts the evacuate, then its scheduler finds no host: the
+    migration ends in error and the instance in ERROR (both Novas)."""
+    ids = cloud.boot(FAILED, [Spec("a"), Spec("b")])
+    for host in HOSTS[1:]:
+        service_id = cloud.service(host)["id"]
+        status, _ = cloud.api("PUT", f"/os-services/{service_id}",
+                              {"status": "disabled"})
+        assert status == 200
+    cloud.fail_host(FAILED)
+    proc = run_cli(write_config(tmp_path, cloud, poll_interval=POLL),
+                   "host-failure", FAILED, "--format", "json")
+    assert proc.returncode == 1, proc.stderr
+    report = json.loads(proc.stdout)
+    assert {r["outcome"] for r in report["instances"]} == {"failed"}
+    assert all("evacuation error" in r["reason"]
+               for r in report["instances"]), report
+    assert evacuations(cloud) == {uuid: 1 for uuid in ids.values()}
+    for uuid in ids.values():
+        server = cloud.server(uuid)
+        assert (server["host"], server["status"]) == (FAILED, "ERROR")
+        assert not server["locked"], server

@@ -34,7 +34,7 @@ OWNER_TOKEN = "demo:demo:member,reader"
 OWNER_ADMIN_TOKEN = "demo-admin:demo:admin,member,reader"
 
 #: How ``boot`` leaves a server: the status it waits for after acting.
-STATES = ("active", "stopped", "error")
+STATES = ("active", "stopped", "error", "paused")
 
 
 class NovaError(Exception):
@@ -178,8 +178,8 @@ class RealNova:
                task_state: str | None = None) -> dict[str, Any]:
         """Wait for a created server to be ACTIVE, then set it up.
 
-        ``state``: active, stopped or error; ``locked_by_owner`` locks it
-        from its own project; ``task_state`` leaves a task stuck.
+        ``state``: active, stopped, error or paused; ``locked_by_owner``
+        locks it from its own project; ``task_state`` leaves a task stuck.
         """
         if state not in STATES:
             raise ValueError(f"state must be one of {STATES}")
@@ -189,6 +189,9 @@ class RealNova:
             self.wait_status(server_id, "SHUTOFF")
         elif state == "error":
             self.action(server_id, {"os-resetState": {"state": "error"}})
+        elif state == "paused":
+            self.action(server_id, {"pause": None}, token=OWNER_TOKEN)
+            self.wait_status(server_id, "PAUSED")
         if locked_by_owner:
             self.action(server_id,
                         {"lock": {"locked_reason": "owner's lock"}},
