@@ -12,7 +12,9 @@ from tests.behaviour.checks import mutations
 from tests.behaviour.checks import peak_locks
 from tests.behaviour.clouds import HOSTS
 from tests.behaviour.clouds import Spec
+from tests.fakenova.server import wait_until
 from tests.functional.cli_process import run_cli
+from tests.functional.cli_process import start_cli
 from tests.functional.cli_process import write_config
 
 POLL = 0.2
@@ -77,3 +79,21 @@ def test_no_valid_host_fails_each_instance_and_unlocks(cloud, tmp_path):
         server = cloud.server(uuid)
         assert (server["host"], server["status"]) == (FAILED, "ERROR")
         assert not server["locked"], server
+
+
+def test_an_interrupted_run_is_resumed_by_the_next(cloud, tmp_path):
+    ids = cloud.boot(FAILED, [Spec(f"vm-{n}") for n in range(12)])
+    cloud.fail_host(FAILED)
+    config = write_config(tmp_path, cloud, poll_interval=POLL)
+    first = start_cli(config, "host-failure", FAILED)
+    wait_until(lambda: sum(evacuations(cloud).values()) >= 4, timeout=60,
+               interval=0.05, what="four evacuate calls")
+    first.kill()
+    first.wait()
+    second = run_cli(config, "host-failure", FAILED)
+    assert second.returncode == 0, second.stderr
+    assert "Resuming the interrupted run" in second.stderr
+    assert evacuations(cloud) == {uuid: 1 for uuid in ids.values()}
+    for uuid in ids.values():
+        server = cloud.server(uuid)
+        assert server["host"] != FAILED and not server["locked"], server

@@ -8,6 +8,7 @@ from tests.behaviour.checks import MIX
 from tests.behaviour.checks import ONLY_HA
 from tests.behaviour.checks import assert_mix_recovered
 from tests.behaviour.checks import evacuations
+from tests.behaviour.checks import mutations
 from tests.behaviour.clouds import Spec
 from tests.functional.engine_process import LOCK_REASON
 from tests.functional.engine_process import EngineProcess
@@ -60,3 +61,15 @@ def test_killed_engine_resumes_without_evacuating_twice(cloud, engine_for):
         server = cloud.server(uuid)
         assert server["host"] != FAILED and server["status"] == "ACTIVE"
         assert server["locked_reason"] != LOCK_REASON
+
+
+def test_a_live_host_is_not_touched(cloud, engine_for):
+    """Nova still hears from the host: the notification waits in error,
+    to be retried, and nothing in Nova changes."""
+    cloud.boot(FAILED, [Spec("a")])
+    engine = engine_for(cloud, extra="retry_backoff = 30\n")
+    notification = engine.post_host_down(FAILED)
+    error = engine.wait_status(notification, "error")
+    assert "still heartbeats" in error["message"]
+    assert mutations(cloud) == []
+    assert cloud.service(FAILED)["status"] == "enabled"

@@ -10,6 +10,12 @@ Timeline, L = evacuation_latency:
   1.0 L  vm_state final, task_state None     (the nova 34 gotcha: the
   1.0 L + host_move_lag  host/node move, migration "done"   host lags)
 A destination whose compute is not running never answers: it hangs.
+
+A second evacuate while one is in flight (task_state still a rebuild one)
+is accepted (nova 34 checks no
+task_state) and spoils both, as seen on a real Nova: the new migration
+stays "accepted", and the first one, once done, turns "failed" with the
+instance in ERROR on the destination.
 """
 
 from __future__ import annotations
@@ -45,10 +51,14 @@ class Evacuation:
         self.migration: Migration | None = None
         self.call: dict[str, Any] = {}
         self.latency = state.evacuation_latency
+        self.superseded = False
 
     # -- API side --------------------------------------------------------
     def accept(self) -> None:
         state, server = self.state, self.server
+        # One in flight, unless a reset-state has since abandoned it.
+        earlier = (server.evacuation
+                   if server.task_state in REBUILD_TASK_STATES else None)
         server.task_state = "rebuilding"
         server.fault = None
         state.touch(server)
@@ -61,6 +71,10 @@ class Evacuation:
                      "target": self.requested_host, "dest": None,
                      "time": time.time()}
         state.evacuate_calls.append(self.call)
+        if earlier is not None:
+            earlier.superseded = True
+            return
+        server.evacuation = self
         state.call_later(0.2 * self.latency, self._schedule)
 
     # -- helpers ---------------------------------------------------------
@@ -73,6 +87,7 @@ class Evacuation:
         if self.server.task_state in REBUILD_TASK_STATES:
             return True
         self._set_status("failed")
+        self.server.evacuation = None
         return False
 
     def _dest_running(self, host: str | None) -> bool:
@@ -88,6 +103,7 @@ class Evacuation:
 
     def _fail(self, status: str, message: str, code: int) -> None:
         server = self.server
+        server.evacuation = None
         self._set_status(status)
         server.vm_state = "error"
         server.task_state = None
@@ -191,3 +207,7 @@ class Evacuation:
         self.server.node = node_name(dest)
         self.state.touch(self.server)
         self._set_status("done")
+        self.server.evacuation = None
+        if self.superseded:
+            self._fail("failed", "Instance was evacuated again while its "
+                       "evacuation was in progress", 500)

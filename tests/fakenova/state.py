@@ -51,6 +51,7 @@ class Server:
     node: str = ""
     fault: dict[str, Any] | None = None
     evacuation_outcome: str | None = None
+    evacuation: Any = None      # the evacuation in flight, if any
 
     @property
     def locked(self) -> bool:

@@ -7,7 +7,6 @@ import pytest
 
 from tests.fakekeystone import TOKEN as FAKE_TOKEN
 from tests.fakekeystone import FakeKeystone
-from tests.fakenova import FakeNova
 from tests.functional.cli_process import LOCK_REASON
 from tests.functional.cli_process import run_cli
 from tests.functional.cli_process import start_cli
@@ -103,15 +102,6 @@ def test_table_and_progress(cloud, tmp_path):
     assert "vm-0 (" in proc.stderr and " evacuating" in proc.stderr
     assert "recovered -> compute-" in proc.stderr
     assert max_concurrent_locks(fake) == 5
-
-
-def test_live_host_is_refused_and_nothing_changes(cloud, tmp_path):
-    fake, _ = cloud
-    proc = run_cli(write_config(tmp_path, fake), "host-failure", FAILED)
-    assert proc.returncode == 3
-    assert "still heartbeats" in proc.stderr
-    assert "Traceback" not in proc.stderr
-    assert mutations(fake) == []
 
 
 def test_host_is_off_assertion_proceeds(fake_nova, tmp_path):
@@ -221,28 +211,6 @@ def test_runs_are_recorded_and_shown(cloud, tmp_path):
     missing = run_cli(config, "notifications", "show", "nope")
     assert missing.returncode == 2
     assert "no notification nope" in missing.stderr
-
-
-def test_interrupted_run_is_resumed_by_the_next(tmp_path):
-    with FakeNova(evacuation_latency=0.3) as fake:
-        interrupt_then_resume(fake, tmp_path)
-
-
-def interrupt_then_resume(fake, tmp_path):
-    for host in (FAILED, "compute-2"):
-        fake.add_compute(host)
-    uuids = [fake.add_server(f"vm-{n}", FAILED) for n in range(12)]
-    fake.fail_host(FAILED)
-    config = write_config(tmp_path, fake)
-    first = start_cli(config, "host-failure", FAILED)
-    fake.wait_for(lambda: len(fake.evacuate_calls) >= 4, timeout=30)
-    first.kill()
-    first.wait()
-    second = run_cli(config, "host-failure", FAILED)
-    assert second.returncode == 0, second.stderr
-    assert "Resuming the interrupted run" in second.stderr
-    assert sorted(c["uuid"] for c in fake.evacuate_calls) == sorted(uuids)
-    assert not any(fake.server(u)["locked"] for u in uuids)
 
 
 def test_host_another_live_process_recovers_is_refused(fake_nova, tmp_path):
