@@ -17,13 +17,13 @@ from typing import Any
 
 from tests.fakenova import FakeNova
 from tests.fakenova.server import wait_until
+from tests.integration.realnova.harness import ENGINE_TOKEN
+from tests.integration.realnova.harness import MICROVERSION
+from tests.integration.realnova.harness import OWNER_LOCK_REASON
 from tests.integration.realnova.harness import RealNova
 
 HOSTS = ("compute-1", "compute-2", "compute-3", "compute-4")
 HA_KEY = "HA_Enabled"
-OWNER_LOCK_REASON = "owner's lock"
-TOKEN = "admin:admin:admin"
-MICROVERSION = "2.94"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -82,7 +82,8 @@ class Cloud:
         data = None if body is None else json.dumps(body).encode()
         req = urllib.request.Request(
             self.endpoint + path, data=data, method=method, headers={
-                "Content-Type": "application/json", "X-Auth-Token": TOKEN,
+                "Content-Type": "application/json",
+                "X-Auth-Token": ENGINE_TOKEN,
                 "OpenStack-API-Version": f"compute {MICROVERSION}"})
         try:
             with urllib.request.urlopen(req, timeout=30) as resp:

@@ -1,7 +1,8 @@
 """Start and drive the real Nova of ``server.py`` from a test process.
 
     with RealNova(hosts=4) as nova:
-        server = nova.boot("vm-1", host="compute-1", state="stopped")
+        server_id = nova.create("vm-1", host="compute-1")
+        nova.settle(server_id, state="stopped")
         nova.fail_host("compute-1")
         nova.wait_service("compute-1", state="down")
 
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -32,6 +34,7 @@ MICROVERSION = "2.94"
 ENGINE_TOKEN = "admin:admin:admin"
 OWNER_TOKEN = "demo:demo:member,reader"
 OWNER_ADMIN_TOKEN = "demo-admin:demo:admin,member,reader"
+OWNER_LOCK_REASON = "owner's lock"
 
 #: How ``boot`` leaves a server: the status it waits for after acting.
 STATES = ("active", "stopped", "error", "paused")
@@ -75,7 +78,8 @@ class RealNova:
                 raise RuntimeError(f"Nova exited {self._proc.returncode} at "
                                    f"start-up; see {self.log_path}")
             if time.monotonic() > deadline:
-                self.stop()
+                self._proc.kill()
+                self._proc.wait()
                 raise TimeoutError(f"Nova not ready in {self._start_timeout}"
                                    f" s; see {self.log_path}")
             time.sleep(0.1)
@@ -83,6 +87,8 @@ class RealNova:
         return self
 
     def stop(self) -> None:
+        """Stop Nova and remove its files. A Nova that died on its own
+        keeps its log, to be read."""
         if self._proc is None or self._proc.poll() is not None:
             return
         try:
@@ -91,6 +97,7 @@ class RealNova:
         except (OSError, NovaError, subprocess.TimeoutExpired):
             self._proc.kill()
             self._proc.wait()
+        shutil.rmtree(self._dir, ignore_errors=True)
 
     def __enter__(self) -> RealNova:
         return self.start()
@@ -102,10 +109,6 @@ class RealNova:
     def endpoint(self) -> str:
         """The compute endpoint for novaclient: ``http://127.0.0.1:P/v2.1``."""
         return str(self._info["endpoint"])
-
-    @property
-    def pid(self) -> int:
-        return int(self._info["pid"])
 
     # -- HTTP -----------------------------------------------------------
     def _request(self, method: str, url: str, body: Any,
@@ -194,20 +197,12 @@ class RealNova:
             self.wait_status(server_id, "PAUSED")
         if locked_by_owner:
             self.action(server_id,
-                        {"lock": {"locked_reason": "owner's lock"}},
+                        {"lock": {"locked_reason": OWNER_LOCK_REASON}},
                         token=OWNER_TOKEN)
         if task_state is not None:
             self.control("set_task_state", server=server_id,
                          task_state=task_state)
         return self.server(server_id)
-
-    def boot(self, name: str, host: str, state: str = "active",
-             metadata: dict[str, str] | None = None,
-             locked_by_owner: bool = False,
-             task_state: str | None = None) -> dict[str, Any]:
-        """``create`` then ``settle``: one server, set up."""
-        return self.settle(self.create(name, host, metadata), state,
-                           locked_by_owner, task_state)
 
     def calls(self) -> list[dict[str, Any]]:
         """The compute API requests Nova has served, in arrival order."""

@@ -14,7 +14,7 @@ JSON control API on the same port under ``/_control``:
   arrival order (method, path, server action, status), as Nova saw them;
 - ``POST /_control/stop``: exit.
 
-When serving, it writes ``{"endpoint", "control", "pid"}`` to the ready
+When serving, it writes ``{"endpoint", "control"}`` to the ready
 file (atomically). Nova runs in eventlet mode: patch before any import.
 """
 
@@ -59,7 +59,6 @@ class ControlApp:
                 b["server"], b.get("task_state")),
             "calls": lambda b: self._calls,
             "stop": lambda b: stop(),
-            "ping": lambda b: None,
         }
 
     def __call__(self, env: dict[str, Any],
@@ -158,8 +157,7 @@ def main(argv: list[str] | None = None) -> int:
                    debug=False)
     base = f"http://127.0.0.1:{port}"
     _write_ready(args.ready_file, {
-        "endpoint": f"{base}/v2.1", "control": f"{base}/_control",
-        "pid": os.getpid(), "hosts": stack.host_names})
+        "endpoint": f"{base}/v2.1", "control": f"{base}/_control"})
     done.wait()
     eventlet.sleep(0.1)  # let the stop reply go out
     # Tearing the stack down cleanly takes long and helps no test.
