@@ -117,10 +117,12 @@ class Cloud:
             lambda: (s := self.service(host))["state"] == state and s,
             timeout, interval=0.1, what=f"{host} {state}")
 
-    def evacuation_migrations(self, host: str) -> list[dict[str, Any]]:
-        return list(self._get(
-            f"/os-migrations?migration_type=evacuation&source_compute="
-            f"{host}")["migrations"])
+    def evacuation_migrations(self, host: str, changes_since: str = ""
+                              ) -> list[dict[str, Any]]:
+        query = f"migration_type=evacuation&source_compute={host}"
+        if changes_since:
+            query += f"&changes-since={changes_since}"
+        return list(self._get(f"/os-migrations?{query}")["migrations"])
 
     def close(self) -> None:
         raise NotImplementedError

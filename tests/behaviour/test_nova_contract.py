@@ -84,3 +84,8 @@ def test_a_second_evacuate_in_flight_spoils_the_instance(cloud):
 
     wait_until(spoiled, 30, interval=0.05,
                what="first migration failed, second stuck, instance error")
+    # A migration never updated (updated_at null) does not match
+    # changes-since: the watcher's baseline cannot see one still accepted.
+    since = "2000-01-01T00:00:00Z"
+    listed = cloud.evacuation_migrations(FAILED, changes_since=since)
+    assert [m["status"] for m in listed] == ["failed"]
