@@ -28,6 +28,7 @@ from typing import TypeVar
 
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
+from keystoneauth1 import session as ks_session
 from novaclient import client as nova_client
 from novaclient import exceptions as nova_exc
 from oslo_config import cfg
@@ -37,6 +38,7 @@ from recovery.concurrency import Clock
 from recovery.models import ComputeService
 from recovery.models import Migration
 from recovery.models import Server
+from recovery.ratelimit import RateLimiter
 
 LOG = logging.getLogger(__name__)
 
@@ -47,18 +49,22 @@ T = TypeVar("T")
 
 def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
               timeout: float | None = None,
-              retries: int | None = None) -> "Nova":
-    """Build the facade from ``[nova]``: one keystoneauth1 session.
+              retries: int | None = None,
+              rate: float | None = None) -> "Nova":
+    """Build the facade from ``[nova]``: one keystoneauth1 session, whose
+    every HTTP request waits its turn under one rate limiter.
 
-    ``timeout`` and ``retries`` override ``[nova]`` for callers that must
-    answer quickly (the API's host check).
+    ``timeout``, ``retries`` and ``rate`` override ``[nova]`` for callers
+    that must answer quickly (the API's host check).
     """
     group = conf[GROUP]
     overrides = {} if timeout is None else {"timeout": timeout}
+    limiter = RateLimiter(
+        group.max_requests_per_second if rate is None else rate, clock)
     try:
         auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
-        session = ks_loading.load_session_from_conf_options(
-            conf, GROUP, auth=auth, **overrides)
+        session = _RateLimitedSessionLoader().load_from_conf_options(
+            conf, GROUP, auth=auth, limiter=limiter, **overrides)
     except ks_exc.ClientException as exc:
         raise exception.ConfigError(
             f"[nova] auth options are invalid: {exc}. Set [nova] auth_type "
@@ -78,6 +84,28 @@ def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
         connect_retries=0, status_code_retries=0)
     return Nova(client, clock=clock,
                 retries=group.api_retries if retries is None else retries)
+
+
+class RateLimitedSession(ks_session.Session):
+    """A keystoneauth1 session whose every request (each page of a
+    listing, each retry) first waits for its turn under ``limiter``."""
+
+    def __init__(self, *, limiter: RateLimiter, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._limiter = limiter
+
+    def request(self, url: str, method: str, **kwargs: Any) -> Any:
+        self._limiter.acquire()
+        return super().request(url, method, **kwargs)
+
+
+class _RateLimitedSessionLoader(ks_loading.session.Session):
+    """keystoneauth1's own session loader (the ``[nova]`` TLS and timeout
+    options), building a ``RateLimitedSession``."""
+
+    @property
+    def plugin_class(self) -> type[ks_session.Session]:
+        return RateLimitedSession
 
 
 def _translate(what: str, exc: Exception) -> exception.RecoveryError:
@@ -106,7 +134,8 @@ def _translate(what: str, exc: Exception) -> exception.RecoveryError:
 class Nova:
     """Every Nova call of the project, with timeouts and error translation.
 
-    Timeouts come from the keystoneauth1 session (``[nova] timeout``).
+    Timeouts and the rate limit come from the keystoneauth1 session
+    (``[nova] timeout``, ``max_requests_per_second``).
     """
 
     def __init__(self, client: Any, *, retries: int, clock: Clock):

@@ -61,11 +61,12 @@ def build(conf: cfg.ConfigOpts, notifier: Notifier) -> tuple[Engine, int]:
     engine and the port the API listens on."""
     clock = concurrency.Clock()
     store = open_conf_store(conf)
-    load_nova(conf, clock)                    # a config error stops here
-    engine = Engine(conf, store, lambda: load_nova(conf, clock), clock,
-                    heartbeat=Heartbeat(notifier))
+    # One session and one rate limit for every recovery; a config error
+    # stops here. The intake check answers quickly, outside the queue.
+    nova = load_nova(conf, clock)
+    engine = Engine(conf, store, nova, clock, heartbeat=Heartbeat(notifier))
     checker = load_nova(conf, clock, timeout=conf.api.nova_check_timeout,
-                        retries=0)
+                        retries=0, rate=0)
     api = NotificationAPI(
         store, lambda host: checker.get_compute_service(host).id, clock,
         max_body=conf.api.max_request_body_size,

@@ -36,6 +36,18 @@ OPTS = [
              "only after recovery has checked that Nova did not act on the "
              "first one.",
     ),
+    cfg.FloatOpt(
+        "max_requests_per_second",
+        default=50.0,
+        min=0,
+        help="Cap on the Nova API requests recovery sends per second, all "
+             "host recoveries of the process together (retries and each "
+             "page of a listing count). Requests over the cap wait their "
+             "turn; none fails because of it. Protects the Nova API when "
+             "many hosts fail at once. 0 means no cap. The API's host check "
+             "at intake (one request per notification) is not queued "
+             "behind recoveries.",
+    ),
 ]
 
 

@@ -30,12 +30,12 @@ IDLE_WAIT = 1.0
 
 class Engine:
     def __init__(self, conf: cfg.ConfigOpts, store: Store,
-                 nova_factory: Callable[[], Nova],
+                 nova: Nova,
                  clock: concurrency.Clock,
                  heartbeat: Callable[[str], None] = lambda status: None):
         self.conf = conf
         self.store = store
-        self.nova_factory = nova_factory
+        self.nova = nova
         self.clock = clock
         self.owner = this_process()
         self.heartbeat = heartbeat
@@ -116,7 +116,7 @@ class Engine:
         recorder = runner.StoreRecorder(self.store, notification.uuid,
                                         self.clock)
         try:
-            env = Env(nova=self.nova_factory(), clock=self.clock,
+            env = Env(nova=self.nova, clock=self.clock,
                       settings=Settings.from_conf(self.conf),
                       recorder=recorder, stopping=self._stopping.is_set)
             result = runner.attempt(env, self.store, notification)

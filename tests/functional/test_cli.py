@@ -230,3 +230,23 @@ def test_host_another_live_process_recovers_is_refused(fake_nova, tmp_path):
         first.wait()
     assert second.returncode == 3
     assert f"{FAILED} is being recovered by" in second.stderr
+
+
+def test_requests_queue_behind_the_rate_cap(fake_nova, tmp_path):
+    """8 instances at once would send 16 requests within a few ms; with
+    a cap of 10 per second no second sees more than that, and nothing
+    fails because of it."""
+    fake = fake_nova
+    for host in (FAILED, "compute-2"):
+        fake.add_compute(host)
+    uuids = [fake.add_server(f"vm-{n}", FAILED) for n in range(8)]
+    fake.fail_host(FAILED)
+    config = write_config(tmp_path, fake, threads=8,
+                          extra="[nova]\nmax_requests_per_second = 10\n")
+    proc = run_cli(config, "host-failure", FAILED)
+    assert proc.returncode == 0, proc.stderr
+    assert all(fake.server(u)["host"] == "compute-2" for u in uuids)
+    times = sorted(r["time"] for r in fake.requests)
+    busiest = max(sum(1 for t in times if start <= t < start + 1.0)
+                  for start in times)
+    assert busiest <= 11        # 10, and one for the clocks' jitter
