@@ -1,12 +1,14 @@
 """The ``recovery`` command end to end: a real subprocess (green, as in
 production) driving the fake Nova over real HTTP."""
 
+import collections
 import json
 
 import pytest
 
 from tests.fakekeystone import TOKEN as FAKE_TOKEN
 from tests.fakekeystone import FakeKeystone
+from tests.fakenova import FakeNova
 from tests.functional.cli_process import LOCK_REASON
 from tests.functional.cli_process import run_cli
 from tests.functional.cli_process import start_cli
@@ -250,3 +252,33 @@ def test_requests_queue_behind_the_rate_cap(fake_nova, tmp_path):
     busiest = max(sum(1 for t in times if start <= t < start + 1.0)
                   for start in times)
     assert busiest <= 11        # 10, and one for the clocks' jitter
+
+
+def test_confirmation_cost_does_not_grow_per_instance(tmp_path):
+    """50 instances in flight at once: one os-migrations poll (a page and
+    the empty page after it) per interval serves them all, and each
+    instance is read once, when its migration is done."""
+    interval = 0.1
+    with FakeNova(evacuation_latency=1.0) as fake:
+        for host in (FAILED, "compute-2"):
+            fake.add_compute(host)
+        uuids = [fake.add_server(f"vm-{n}", FAILED) for n in range(50)]
+        fake.fail_host(FAILED)
+        config = write_config(tmp_path, fake, threads=50,
+                              poll_interval=interval,
+                              extra="[nova]\nmax_requests_per_second = 0\n")
+        proc = run_cli(config, "host-failure", FAILED)
+        requests = fake.requests
+    assert proc.returncode == 0, proc.stderr
+    evacuates = [r["time"] for r in requests if r["action"] == "evacuate"]
+    unlocks = [r["time"] for r in requests if r["action"] == "unlock"]
+    start, end = min(evacuates), max(unlocks)
+    polls = [r for r in requests if r["path"].endswith("/os-migrations")
+             and start <= r["time"] <= end]
+    assert len(polls) <= 2 * ((end - start) / interval + 2)
+    reads = collections.Counter(r["path"].rsplit("/", 1)[1]
+                                for r in requests
+                                if r["method"] == "GET"
+                                and "/servers/" in r["path"]
+                                and not r["path"].endswith("/detail"))
+    assert reads == {uuid: 1 for uuid in uuids}
