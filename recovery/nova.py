@@ -22,6 +22,7 @@ repeat a POST whose response was lost.
 """
 
 import logging
+import urllib.parse
 from collections.abc import Callable
 from typing import Any
 from typing import TypeVar
@@ -233,17 +234,31 @@ class Nova:
                          changes_since: str) -> list[Migration]:
         """Every evacuation from ``source_host`` changed since a time.
 
-        Pages until Nova returns an empty page, whatever its page size.
+        One request per page: Nova links a next page only when a page is
+        full (``migrations_links``), whatever its page size, so a poll of
+        a host with fewer migrations than a page costs one request.
         """
         migrations: list[Migration] = []
-        marker = None
+        query = {"source_compute": source_host,
+                 "migration_type": "evacuation",
+                 "changes-since": changes_since}
         while True:
-            page = self._call(
+            _, body = self._call(
                 f"list the evacuations from {source_host}",
-                self._client.migrations.list, source_compute=source_host,
-                migration_type="evacuation", changes_since=changes_since,
-                marker=marker)
-            if not page:
+                self._client.client.get,
+                f"/os-migrations?{urllib.parse.urlencode(query)}")
+            migrations.extend(Migration.from_nova(m)
+                              for m in body["migrations"])
+            marker = _next_marker(body.get("migrations_links", []))
+            if marker is None:
                 return migrations
-            migrations.extend(Migration.from_nova(m.to_dict()) for m in page)
-            marker = migrations[-1].uuid
+            query["marker"] = marker
+
+
+def _next_marker(links: list[dict[str, Any]]) -> str | None:
+    """The marker of a collection's "next" link, if it has one."""
+    for link in links:
+        if link.get("rel") == "next":
+            query = urllib.parse.urlsplit(link["href"]).query
+            return urllib.parse.parse_qs(query)["marker"][0]
+    return None

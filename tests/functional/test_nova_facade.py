@@ -131,3 +131,24 @@ def test_every_call_has_a_timeout(fake_nova):
     conf = admin_token_conf(fake_nova, timeout=0.3, api_retries=0)
     with pytest.raises(exception.NovaUnreachable, match="could not reach"):
         load_nova(conf, FakeClock()).get_compute_service("compute-1")
+
+
+@pytest.mark.parametrize("count,requests", [(1, 1), (4, 3), (5, 3)])
+def test_evacuations_page_by_next_link(fake_nova, count, requests):
+    """One request per page, a page only when Nova links one: with
+    max_limit 2, 4 migrations take 2 full pages and an empty one."""
+    fake_nova.max_limit = 2
+    for host in ("compute-1", "compute-2"):
+        fake_nova.add_compute(host)
+    uuids = [fake_nova.add_server(f"vm-{n}", "compute-1")
+             for n in range(count)]
+    fake_nova.fail_host("compute-1")
+    nova = load_nova(admin_token_conf(fake_nova), FakeClock())
+    for uuid in uuids:
+        nova.evacuate(uuid)
+    fake_nova.wait_for(lambda: all(m["status"] == "done"
+                                   for m in fake_nova.migrations()))
+    before = len(fake_nova.requests)
+    found = nova.list_evacuations("compute-1", "2000-01-01T00:00:00Z")
+    assert sorted(m.instance_uuid for m in found) == sorted(uuids)
+    assert len(fake_nova.requests) - before == requests

@@ -28,9 +28,9 @@ SERVICE_DOWN_TIME = 3
 #: Enough for scale tests; Nova's default is 10 instances per project.
 QUOTAS = {"instances": 1000, "cores": 4000, "ram": 4096000}
 
-#: The fake driver's hosts have 10 vCPUs; overcommit so that one host can
-#: hold a scale test's instances (m1.tiny: 1 vCPU, 512 MB, 1 GB).
-ALLOCATION_RATIOS = {"cpu_allocation_ratio": 16.0,
+#: The fake driver's hosts have 2 vCPUs and 8 GB; overcommit so that one
+#: host holds 128 m1.tiny instances (1 vCPU, 512 MB, 1 GB).
+ALLOCATION_RATIOS = {"cpu_allocation_ratio": 64.0,
                      "ram_allocation_ratio": 16.0,
                      "disk_allocation_ratio": 16.0}
 

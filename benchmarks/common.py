@@ -1,0 +1,89 @@
+"""What the benchmarks share: running recovery, reading what Nova saw,
+and reporting (a table on stdout, the numbers in a JSON file)."""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+FAILED = "compute-1"
+
+
+def recovery_config(workdir: Path, endpoint: str, threads: int,
+                    poll_interval: float, rate: float) -> Path:
+    path = workdir / "recovery.conf"
+    path.write_text(
+        f"[DEFAULT]\nhost_failure_recovery_threads = {threads}\n\n"
+        f"[host_failure]\npoll_interval = {poll_interval}\n"
+        f"evacuation_timeout = 600\n\n"
+        f"[nova]\nauth_type = admin_token\nendpoint = {endpoint}\n"
+        f"token = admin:admin:admin\nmax_requests_per_second = {rate}\n\n"
+        f"[database]\nconnection = sqlite:///{workdir}/recovery.sqlite\n")
+    return path
+
+
+def run_cli(config: Path, host: str = FAILED) -> dict[str, Any]:
+    """``recovery host-failure HOST`` as a child; its wall time, CPU time
+    and peak RSS (from the kernel's accounting of that child)."""
+    started = time.time()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "recovery.cmd.cli", "--config-file",
+         str(config), "host-failure", host, "--format", "json"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+    out = proc.stdout.read() if proc.stdout else b""
+    _, status, usage = os.wait4(proc.pid, 0)
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode not in (0, 1):
+        raise RuntimeError(f"recovery exited {proc.returncode}")
+    report = json.loads(out)
+    return {"started": started, "ended": time.time(), "report": report,
+            "cpu_s": usage.ru_utime + usage.ru_stime,
+            "peak_rss_mb": usage.ru_maxrss / 1024}
+
+
+def last(calls: list[dict[str, Any]], action: str) -> float:
+    return max(c["time"] for c in calls if c.get("action") == action)
+
+
+def machine() -> dict[str, Any]:
+    return {"python": platform.python_version(), "cpus": os.cpu_count(),
+            "machine": platform.machine(), "system": platform.system(),
+            "processor": _cpu_model()}
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
+def median(values: list[float]) -> float:
+    return statistics.median(values)
+
+
+def report(name: str, title: str, rows: list[tuple[str, Any, str]],
+           data: dict[str, Any]) -> None:
+    """Print ``rows`` (metric, value, target) and write the JSON file."""
+    print(f"\n== {title}")
+    width = max(len(r[0]) for r in rows)
+    for metric, value, target in rows:
+        shown = f"{value:.3g}" if isinstance(value, float) else str(value)
+        print(f"  {metric:<{width}}  {shown:>10}  {target}")
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    path.write_text(json.dumps({"machine": machine(), **data}, indent=2,
+                               default=str) + "\n")
+    print(f"  (written to {path.relative_to(ROOT)})")
