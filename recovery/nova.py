@@ -62,10 +62,15 @@ def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
     overrides = {} if timeout is None else {"timeout": timeout}
     limiter = RateLimiter(
         group.max_requests_per_second if rate is None else rate, clock)
+    # Keep a connection for every task that may be in flight at once (and
+    # each host's poller), instead of opening one per request.
+    hosts = conf.engine.max_concurrent_host_recoveries
+    pool_size = hosts * (conf.host_failure_recovery_threads + 1)
     try:
         auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
         session = _RateLimitedSessionLoader().load_from_conf_options(
-            conf, GROUP, auth=auth, limiter=limiter, **overrides)
+            conf, GROUP, auth=auth, limiter=limiter, pool_size=pool_size,
+            **overrides)
     except ks_exc.ClientException as exc:
         raise exception.ConfigError(
             f"[nova] auth options are invalid: {exc}. Set [nova] auth_type "
@@ -89,11 +94,18 @@ def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
 
 class RateLimitedSession(ks_session.Session):
     """A keystoneauth1 session whose every request (each page of a
-    listing, each retry) first waits for its turn under ``limiter``."""
+    listing, each retry) first waits for its turn under ``limiter``, with
+    up to ``pool_size`` connections kept open."""
 
-    def __init__(self, *, limiter: RateLimiter, **kwargs: Any) -> None:
+    def __init__(self, *, limiter: RateLimiter, pool_size: int,
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._limiter = limiter
+        adapter = ks_session.TCPKeepAliveAdapter(
+            pool_maxsize=pool_size, tls_ciphers=kwargs.get("tls_ciphers"),
+            tls_min_version=kwargs.get("tls_min_version"))
+        for scheme in list(self.session.adapters):
+            self.session.mount(scheme, adapter)
 
     def request(self, url: str, method: str, **kwargs: Any) -> Any:
         self._limiter.acquire()

@@ -30,6 +30,13 @@ from recovery.results import InstanceResult
 from recovery.results import Outcome
 from recovery.results import Phase
 
+# Built once: an instance's entry is written before each of its steps, and
+# building the statement each time cost more CPU than the rest of a step.
+# The SET clause comes from the parameters named like columns.
+_UPDATE_JOURNAL = instance_journal.update().where(
+    instance_journal.c.notification_uuid == sa.bindparam("key_notification"),
+    instance_journal.c.instance_uuid == sa.bindparam("key_instance"))
+_INSERT_JOURNAL = instance_journal.insert()
 
 class Status(str, enum.Enum):
     NEW = "new"
@@ -365,15 +372,13 @@ class Store:
             migration_floor=result.migration_floor,
             started_at=result.started_at, finished_at=result.finished_at,
             updated_at=now)
-        where = (instance_journal.c.notification_uuid == uuid,
-                 instance_journal.c.instance_uuid == result.uuid)
+        keys = {"key_notification": uuid, "key_instance": result.uuid}
         with self._tx() as conn:
-            done = conn.execute(
-                instance_journal.update().where(*where).values(**values))
-            if done.rowcount == 0:
-                conn.execute(instance_journal.insert().values(
-                    notification_uuid=uuid, instance_uuid=result.uuid,
-                    **values))
+            if conn.execute(_UPDATE_JOURNAL, {**values, **keys}).rowcount:
+                return
+            conn.execute(_INSERT_JOURNAL, {**values, "instance_uuid":
+                                           result.uuid,
+                                           "notification_uuid": uuid})
 
     def journal(self, uuid: str) -> list[InstanceResult]:
         with self._tx() as conn:
