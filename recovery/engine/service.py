@@ -113,6 +113,14 @@ class Engine:
 
     # -- one run -----------------------------------------------------------
     def run(self, notification: Notification) -> None:
+        """Recover the notification's host, record the outcome, and wake
+        the loop: a notification may be waiting for this run's slot."""
+        try:
+            self._run(notification)
+        finally:
+            self.wake.set()
+
+    def _run(self, notification: Notification) -> None:
         recorder = runner.StoreRecorder(self.store, notification.uuid,
                                         self.clock)
         try:

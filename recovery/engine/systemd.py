@@ -30,6 +30,9 @@ class Notifier:
         message = "\n".join(f"{k.upper()}={v}" for k, v in fields.items())
         try:
             with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as sock:
+                # Never wait: a listener that stopped reading must not
+                # stall the loop that pings the watchdog.
+                sock.setblocking(False)
                 sock.connect(self._address)
                 sock.sendall(message.encode())
         except OSError as exc:

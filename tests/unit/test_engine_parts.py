@@ -1,12 +1,21 @@
-"""Small parts of the service: the retry schedule and the sd_notify
-client."""
+"""Small parts of the service: the retry schedule, the sd_notify client
+and the loop's wake-up."""
 
 import datetime
 import os
 import socket
+import threading
 
+from oslo_config import cfg
+
+from recovery import conf as recovery_conf
+from recovery.db.store import Status
+from recovery.db.store import open_store
+from recovery.engine import runner
 from recovery.engine.runner import retry_at
+from recovery.engine.service import Engine
 from recovery.engine.systemd import Notifier
+from tests.unit.fakes import FakeClock
 
 NOW = datetime.datetime(2026, 11, 22, tzinfo=datetime.timezone.utc)
 
@@ -27,6 +36,22 @@ def test_notifier_sends_to_an_abstract_socket():
                                      b"STATUS=listening on 127.0.0.1:1")
 
 
+def test_a_notify_socket_nobody_reads_never_blocks(caplog):
+    """The datagram queue fills (a few messages); later messages are
+    dropped with a warning instead of stalling the engine's loop."""
+    name = f"recovery-full-{os.getpid()}"
+    with socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM) as server:
+        server.bind("\0" + name)
+        notifier = Notifier({"NOTIFY_SOCKET": "@" + name})
+        sender = threading.Thread(target=lambda: [
+            notifier.status(f"update {n}") for n in range(1000)],
+            daemon=True)
+        sender.start()
+        sender.join(timeout=10)
+        assert not sender.is_alive()
+    assert "Could not notify systemd" in caplog.text
+
+
 def test_notifier_without_systemd_does_nothing():
     notifier = Notifier({})
     notifier.ready("x")            # no socket: no error
@@ -37,3 +62,25 @@ def test_watchdog_is_for_this_process_only():
     assert Notifier({"WATCHDOG_USEC": "30000000"}).watchdog_interval == 15
     other = {"WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "1"}
     assert Notifier(other).watchdog_interval is None
+
+
+def test_a_finished_run_wakes_the_loop_for_waiting_work(tmp_path,
+                                                        monkeypatch):
+    """A host waiting for a free slot is claimed as soon as a run ends,
+    not at the loop's next idle look."""
+    conf = cfg.ConfigOpts()
+    recovery_conf.register_opts(conf)
+    conf([])
+    clock = FakeClock()
+    store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
+    store.add(type="COMPUTE_HOST", hostname="compute-1",
+              generated_time=clock.now(), payload={}, origin="api",
+              status=Status.NEW, now=clock.now())
+    engine = Engine(conf, store, nova=None, clock=clock)
+    notification = store.claim_next(engine.owner, clock.now(), 60)
+    monkeypatch.setattr(runner, "attempt", lambda env, store, n:
+                        runner.Attempt(Status.FINISHED, "1 recovered"))
+    engine.run(notification)
+    assert engine.wake.is_set()
+    assert store.get(notification.uuid).status is Status.FINISHED
+    store.close()
