@@ -1,0 +1,38 @@
+"""Run every benchmark and print the summary table.
+
+    python -m benchmarks.run          (or: tox -e bench)
+
+Needs the ``integration`` extra (the real Nova of benchmark 1). Each
+benchmark also prints its own table and writes benchmarks/results/*.json.
+"""
+
+from benchmarks import latency
+from benchmarks import scale
+from benchmarks import ttr
+
+
+def main() -> None:
+    ttr_data = ttr.main()
+    scale_data = scale.main()
+    latency_data = latency.main()
+    rows = [
+        ("TTR ratio engine/bound (real Nova, 50 instances, T=10)",
+         ttr_data["ttr_ratio"], "<= 1.10"),
+        ("Nova requests per instance", ttr_data["requests_per_instance"],
+         "<= 4"),
+        ("peak RSS, 1,000 instances in flight (MB)",
+         scale_data["one_host"]["peak_rss_mb"], "<= 150"),
+        ("CPU per instance, 1,000 on one host (ms)",
+         scale_data["cpu_ms_per_instance_one_host"], "<= 2"),
+        ("CPU per instance, 20 hosts x 50 (ms)",
+         scale_data["cpu_ms_per_instance_many_hosts"], "<= 2"),
+        ("notification accepted -> first evacuate, max (s)",
+         latency_data["max_s"], "<= 1"),
+    ]
+    print("\n== Summary")
+    for metric, value, target in rows:
+        print(f"  {metric:<56} {value:>8.3g}   target {target}")
+
+
+if __name__ == "__main__":
+    main()
