@@ -38,6 +38,7 @@ _UPDATE_JOURNAL = instance_journal.update().where(
     instance_journal.c.instance_uuid == sa.bindparam("key_instance"))
 _INSERT_JOURNAL = instance_journal.insert()
 
+
 class Status(str, enum.Enum):
     NEW = "new"
     RUNNING = "running"
