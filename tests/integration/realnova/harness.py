@@ -22,9 +22,10 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
+
+from tests.fakenova.server import wait_until
 
 REPO = Path(__file__).resolve().parents[3]
 IMAGE = "155d900f-4e14-4e4c-a73d-069cbf4541e6"  # Nova's fake glance image
@@ -151,8 +152,9 @@ class RealNova:
 
     def wait_service(self, host: str, state: str,
                      timeout: float = 30.0) -> dict[str, Any]:
-        return wait_for(lambda: _if(self.service(host), "state", state),
-                        timeout, f"{host} {state}")
+        return wait_until(
+            lambda: (found := self.service(host))["state"] == state
+            and found, timeout, interval=0.1, what=f"{host} {state}")
 
     # -- servers --------------------------------------------------------
     def server(self, server_id: str) -> dict[str, Any]:
@@ -160,8 +162,10 @@ class RealNova:
 
     def wait_status(self, server_id: str, status: str,
                     timeout: float = 30.0) -> dict[str, Any]:
-        return wait_for(lambda: _if(self.server(server_id), "status", status),
-                        timeout, f"server {server_id} {status}")
+        return wait_until(
+            lambda: (found := self.server(server_id))["status"] == status
+            and found, timeout, interval=0.1,
+            what=f"server {server_id} {status}")
 
     def action(self, server_id: str, body: dict[str, Any],
                token: str = ENGINE_TOKEN) -> None:
@@ -207,21 +211,3 @@ class RealNova:
     def calls(self) -> list[dict[str, Any]]:
         """The compute API requests Nova has served, in arrival order."""
         return list(self.control("calls")["result"])
-
-
-def _if(item: dict[str, Any], key: str, value: str) -> dict[str, Any] | None:
-    return item if item.get(key) == value else None
-
-
-def wait_for(probe: Callable[[], Any], timeout: float, what: str,
-             interval: float = 0.1) -> Any:
-    """Poll ``probe`` until it returns something truthy, or time out."""
-    deadline = time.monotonic() + timeout
-    while True:
-        result = probe()
-        if result:
-            return result
-        if time.monotonic() > deadline:
-            raise TimeoutError(f"timed out after {timeout} s waiting for "
-                               f"{what}")
-        time.sleep(interval)
