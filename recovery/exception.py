@@ -80,3 +80,15 @@ class RecoveryInProgress(RecoveryError):
 
 class Interrupted(RecoveryError):
     """The run was asked to stop; what is left resumes from the journal."""
+
+
+class FencingError(RecoveryError):
+    """The host could not be powered off, or its power-off not verified."""
+
+
+class EvacuationsUnfinished(RecoveryError):
+    """A host cannot return while guests are still moving away from it."""
+
+
+class Disarmed(RecoveryError):
+    """An operator disarmed recovery: no recovery starts."""

@@ -1,7 +1,18 @@
 """What the flows know of Nova's resources: plain, typed snapshots."""
 
 import dataclasses
+import datetime
 from typing import Any
+
+
+def parse_time(text: str | None) -> datetime.datetime | None:
+    """A Nova timestamp (naive UTC, ISO 8601) as an aware datetime."""
+    if not text:
+        return None
+    value = datetime.datetime.fromisoformat(text)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -12,18 +23,18 @@ class ComputeService:
     status: str         # "enabled" / "disabled"
     forced_down: bool
     disabled_reason: str | None
-
-    @property
-    def heartbeats(self) -> bool:
-        """Nova still hears from this service: the host may be alive."""
-        return self.state == "up" and not self.forced_down
+    binary: str = "nova-compute"
+    # The last heartbeat; it keeps moving while forced down.
+    updated_at: datetime.datetime | None = None
 
     @classmethod
     def from_nova(cls, data: dict[str, Any]) -> "ComputeService":
         return cls(id=data["id"], host=data["host"], state=data["state"],
                    status=data["status"],
                    forced_down=bool(data.get("forced_down")),
-                   disabled_reason=data.get("disabled_reason"))
+                   disabled_reason=data.get("disabled_reason"),
+                   binary=data.get("binary", "nova-compute"),
+                   updated_at=parse_time(data.get("updated_at")))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -189,6 +189,13 @@ class Nova:
                 f"the name with 'openstack compute service list'")
         return ComputeService.from_nova(found[0].to_dict())
 
+    def list_services(self) -> list[ComputeService]:
+        """Every Nova service, of every binary: the control plane's
+        heartbeats tell Nova's time, the computes' tell which are up."""
+        found = self._call("list the Nova services",
+                           self._client.services.list)
+        return [ComputeService.from_nova(s.to_dict()) for s in found]
+
     def force_down(self, service: ComputeService, forced: bool) -> None:
         self._call(f"set forced_down={forced} on {service.host}",
                    self._client.services.force_down, service.id, forced)
@@ -243,8 +250,9 @@ class Nova:
 
     # -- migrations ----------------------------------------------------------
     def list_evacuations(self, source_host: str,
-                         changes_since: str) -> list[Migration]:
-        """Every evacuation from ``source_host`` changed since a time.
+                         changes_since: str | None = None
+                         ) -> list[Migration]:
+        """Every evacuation from ``source_host`` (changed since a time).
 
         One request per page: Nova links a next page only when a page is
         full (``migrations_links``), whatever its page size, so a poll of
@@ -252,8 +260,9 @@ class Nova:
         """
         migrations: list[Migration] = []
         query = {"source_compute": source_host,
-                 "migration_type": "evacuation",
-                 "changes-since": changes_since}
+                 "migration_type": "evacuation"}
+        if changes_since is not None:
+            query["changes-since"] = changes_since
         while True:
             _, body = self._call(
                 f"list the evacuations from {source_host}",

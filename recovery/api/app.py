@@ -57,9 +57,8 @@ def initial_status(data: dict[str, Any]) -> tuple[Status, str | None]:
                                 f"validated and recorded; this engine has "
                                 f"no {data['type']} recovery flow yet")
     if payload["event"] == "STARTED":
-        return Status.IGNORED, ("host return is not automated: the host "
-                                "stays disabled until an operator enables "
-                                "it")
+        # The host return waits for the host's own heartbeats.
+        return Status.NEW, None
     if payload.get("host_status") != "NORMAL":
         return Status.IGNORED, (
             f"host_status is {payload.get('host_status', 'missing')}: "

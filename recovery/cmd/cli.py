@@ -1,13 +1,16 @@
 """``recovery``: the operator's command line.
 
 Exit codes: 0 every instance recovered (or nothing to do), 1 recovery
-failed (an instance failed, or Nova failed), 2 bad usage or config or an
-unknown host, 3 refused for safety (a host that heartbeats, or one that
-another live process is recovering).
+failed (an instance failed, fencing failed, or Nova failed), 2 bad usage
+or config or an unknown host, 3 refused for safety (a host that
+heartbeats, one that another live process is recovering, a host return
+while guests still move away, or recovery disarmed).
 """
 
 import argparse
+import getpass
 import logging
+import socket
 import sys
 
 from oslo_config import cfg
@@ -21,12 +24,13 @@ from recovery.db.store import Status
 from recovery.db.store import open_conf_store
 from recovery.db.store import this_process
 from recovery.engine import runner
+from recovery.fencing import Fencer
+from recovery.fencing import load_fencing
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
 from recovery.flows.host_failure import recover_host
 from recovery.nova import Nova
 from recovery.nova import load_nova
-from recovery.results import HostReport
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 
@@ -50,16 +54,31 @@ def build_parser() -> argparse.ArgumentParser:
                     "and evacuate its instances to other hosts.")
     host.add_argument("host", help="Service host name of the failed host, "
                                    "as in 'openstack compute service list'.")
-    host.add_argument(
-        "--host-is-off", action="store_true",
-        help="Assert that you verified the host is powered off. Lets "
-             "recovery proceed while Nova still reports its service up "
-             "(before service_down_time has passed).")
     host.add_argument("--dry-run", action="store_true",
                       help="Print what would be evacuated or skipped, and "
                            "why; change nothing in Nova.")
     host.add_argument("--format", choices=("table", "json"), default="table",
                       help="Result format on stdout (default: table).")
+    back = commands.add_parser(
+        "host-return", help="Bring a repaired host back into scheduling.",
+        description="Wait for the host's restarted nova-compute to "
+                    "heartbeat and complete its evacuations, then clear "
+                    "force-down, then enable it. Refused while guests "
+                    "are still moving away from it.")
+    back.add_argument("host", help="Service host name of the host.")
+    disarm = commands.add_parser(
+        "disarm", help="Stop recovery-engine from starting recoveries.",
+        description="Notifications are still accepted and recorded, and "
+                    "recoveries already running finish; nothing new "
+                    "starts until 'recovery arm'.")
+    disarm.add_argument("--reason", required=True,
+                        help="Why, for the colleagues who will see it in "
+                             "'recovery status'.")
+    commands.add_parser("arm", help="Let recoveries start again; what "
+                                    "waited runs if it is still valid.")
+    commands.add_parser("status", help="Armed or disarmed, and the "
+                                       "notifications in flight or "
+                                       "waiting.")
     notes = commands.add_parser(
         "notifications", help="Show recorded runs: notifications received "
                               "by recovery-engine and host-failure runs.")
@@ -100,41 +119,57 @@ def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
 def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     clock = Clock()
     nova = load_nova(conf, clock)
-    settings = Settings.from_conf(conf)
-    printer = output.ProgressPrinter()
+    fencer = load_fencing(conf).for_host(args.host)
     if args.dry_run:
         report = recover_host(
-            Env(nova=nova, clock=clock, settings=settings, recorder=printer),
-            args.host, host_is_off=args.host_is_off, dry_run=True)
+            Env(nova=nova, clock=clock, settings=Settings.from_conf(conf),
+                recorder=output.ProgressPrinter()),
+            args.host, fencer=fencer, dry_run=True)
     else:
-        report = _recorded_run(conf, args, nova, clock, settings, printer)
+        report = _recorded_run(conf, args.host, "STOPPED", nova, clock,
+                               fencer=fencer).report
     render = output.render_json if args.format == "json" else (
         output.render_table)
     print(render(report))
     return EXIT_OK if report.succeeded else EXIT_FAILED
 
 
-def _recorded_run(conf: cfg.ConfigOpts, args: argparse.Namespace,
-                  nova: Nova, clock: Clock, settings: Settings,
-                  printer: output.ProgressPrinter) -> HostReport:
-    """Run the recovery as a notification in the store, journaled like
-    the engine's: an interrupted run is resumed by the next one (or by
-    recovery-engine), and shows in 'recovery notifications'."""
+def host_return(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    clock = Clock()
+    result = _recorded_run(conf, args.host, "STARTED",
+                           load_nova(conf, clock), clock)
+    print(result.message)
+    return EXIT_OK
+
+
+def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
+                  nova: Nova, clock: Clock,
+                  fencer: Fencer | None = None) -> runner.Attempt:
+    """Run ``event`` for ``host`` as a notification in the store,
+    journaled like the engine's: an interrupted run is resumed by the next
+    one (or by recovery-engine), and shows in 'recovery notifications'.
+    Refused while recovery is disarmed."""
     store = open_conf_store(conf)
+    arming = store.arming()
+    if not arming.armed:
+        raise exception.Disarmed(
+            f"recovery is disarmed (by {arming.changed_by} at "
+            f"{arming.changed_at:%Y-%m-%d %H:%M:%S} UTC: {arming.reason}); "
+            f"run 'recovery arm' first")
     owner, lease = this_process(), conf.engine.lease_seconds
     notification, resumed = store.claim_host(
-        hostname=args.host, owner=owner, now=clock.now(), lease=lease,
-        payload={"event": "STOPPED", "host_is_off": args.host_is_off})
+        hostname=host, owner=owner, now=clock.now(), lease=lease,
+        payload={"event": event})
     if resumed:
         print(f"Resuming the interrupted run {notification.uuid}",
               file=sys.stderr)
     keeper = runner.LeaseKeeper(store, owner, clock, lease)
     try:
-        env = Env(nova=nova, clock=clock, settings=settings,
-                  recorder=runner.StoreRecorder(store, notification.uuid,
-                                                clock, listener=printer))
-        result = runner.attempt(env, store, notification,
-                                host_is_off=args.host_is_off)
+        env = Env(nova=nova, clock=clock, settings=Settings.from_conf(conf),
+                  recorder=runner.StoreRecorder(
+                      store, notification.uuid, clock,
+                      listener=output.ProgressPrinter()))
+        result = runner.attempt(env, store, notification, fencer=fencer)
     finally:
         keeper.close()
     # The command is the operator's retry: it records no 'error' for the
@@ -147,7 +182,27 @@ def _recorded_run(conf: cfg.ConfigOpts, args: argparse.Namespace,
         raise result.error
     print(f"Recorded as notification {notification.uuid}: 'recovery "
           f"notifications show {notification.uuid}'", file=sys.stderr)
-    return result.report
+    return result
+
+
+def set_arming(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    armed = args.command == "arm"
+    arming = open_conf_store(conf).set_arming(
+        armed, f"{getpass.getuser()}@{socket.gethostname()}",
+        None if armed else args.reason, Clock().now())
+    print(output.render_arming(arming))
+    return EXIT_OK
+
+
+def status(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    store = open_conf_store(conf)
+    print(output.render_arming(store.arming()))
+    for state in (Status.RUNNING, Status.NEW, Status.ERROR):
+        items = store.list_notifications(filters={"status": state.value})
+        print(f"\n{state.value}: {len(items)}")
+        if items:
+            print(output.render_notifications(items, "table"))
+    return EXIT_OK
 
 
 def notifications(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
@@ -169,14 +224,19 @@ def _fail(code: int, message: str) -> int:
     return code
 
 
+COMMANDS = {"host-failure": host_failure, "host-return": host_return,
+            "notifications": notifications, "disarm": set_arming,
+            "arm": set_arming, "status": status}
+
+
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
-    command = host_failure if args.command == "host-failure" else (
-        notifications)
+    command = COMMANDS[args.command]
     try:
         conf = load_conf(args)
         return command(conf, args)
-    except (exception.HostNotDown, exception.RecoveryInProgress) as exc:
+    except (exception.HostNotDown, exception.RecoveryInProgress,
+            exception.EvacuationsUnfinished, exception.Disarmed) as exc:
         return _fail(EXIT_REFUSED, str(exc))
     except (cfg.Error, exception.ConfigError, exception.UnknownHost,
             exception.NotFound) as exc:

@@ -26,6 +26,7 @@ from recovery.api.app import NotificationAPI
 from recovery.db.store import open_conf_store
 from recovery.engine.service import Engine
 from recovery.engine.systemd import Notifier
+from recovery.fencing import load_fencing
 from recovery.nova import load_nova
 
 LOG = logging.getLogger("recovery.engine")
@@ -64,7 +65,8 @@ def build(conf: cfg.ConfigOpts, notifier: Notifier) -> tuple[Engine, int]:
     # One session and one rate limit for every recovery; a config error
     # stops here. The intake check answers quickly, outside the queue.
     nova = load_nova(conf, clock)
-    engine = Engine(conf, store, nova, clock, heartbeat=Heartbeat(notifier))
+    engine = Engine(conf, store, nova, load_fencing(conf), clock,
+                    heartbeat=Heartbeat(notifier))
     checker = load_nova(conf, clock, timeout=conf.api.nova_check_timeout,
                         retries=0, rate=0)
     api = NotificationAPI(

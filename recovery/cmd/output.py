@@ -7,6 +7,7 @@ from typing import TextIO
 import prettytable
 
 from recovery.api import views
+from recovery.db.store import Arming
 from recovery.db.store import Notification
 from recovery.db.store import StepEvent
 from recovery.results import HostReport
@@ -22,8 +23,10 @@ class ProgressPrinter:
         self._stream = stream
 
     def step_changed(self, step: str, state: str, message: str) -> None:
-        # A failed step is the command's error message; say it once.
-        if state in (StepState.SUCCESS, StepState.REVERTED):
+        # A failed step is the command's error message; say it once. A
+        # step that waits says on what.
+        waiting = state == StepState.RUNNING and message != "started"
+        if waiting or state in (StepState.SUCCESS, StepState.REVERTED):
             print(f"[{step}] {state.lower()}: {message}", file=self._stream,
                   flush=True)
 
@@ -65,6 +68,16 @@ def render_json(report: HostReport) -> str:
     return json.dumps(report.to_dict(), indent=2, sort_keys=True)
 
 
+def render_arming(arming: Arming) -> str:
+    if arming.changed_at is None:
+        return "armed (never disarmed)"
+    since = f"since {arming.changed_at:%Y-%m-%d %H:%M:%S} UTC"
+    if arming.armed:
+        return f"armed by {arming.changed_by} {since}"
+    return (f"DISARMED by {arming.changed_by} {since}: {arming.reason}. "
+            f"No recovery starts until 'recovery arm'.")
+
+
 def render_notifications(items: list[Notification], fmt: str) -> str:
     if fmt == "json":
         return json.dumps([views.notification(n) for n in items], indent=2)
@@ -85,7 +98,8 @@ def render_notification(item: Notification, steps: list[StepEvent],
         body["recovery_workflow_details"] = views.workflow_details(steps)
         body["instances"] = [r.to_dict() for r in journal]
         return json.dumps(body, indent=2, sort_keys=True)
-    lines = [f"Notification {item.uuid}: {item.type} {item.hostname}, "
+    lines = [f"Notification {item.uuid}: {item.type} {item.event} "
+             f"{item.hostname}, "
              f"{item.status.value} (attempt {item.attempts}, "
              f"{item.origin})"]
     if item.message:

@@ -10,10 +10,13 @@ from recovery.conf import api
 from recovery.conf import database
 from recovery.conf import default
 from recovery.conf import engine
+from recovery.conf import fencing
 from recovery.conf import host_failure
 from recovery.conf import nova
+from recovery.conf import safety
 
-_MODULES = (default, host_failure, nova, database, api, engine)
+_MODULES = (default, host_failure, nova, database, api, engine, fencing,
+            safety)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -23,6 +23,7 @@ from alembic import command as alembic_command
 from alembic.config import Config as AlembicConfig
 
 from recovery import exception
+from recovery.db.tables import arming
 from recovery.db.tables import instance_journal
 from recovery.db.tables import notifications
 from recovery.db.tables import step_events
@@ -37,6 +38,10 @@ _UPDATE_JOURNAL = instance_journal.update().where(
     instance_journal.c.notification_uuid == sa.bindparam("key_notification"),
     instance_journal.c.instance_uuid == sa.bindparam("key_instance"))
 _INSERT_JOURNAL = instance_journal.insert()
+
+
+# The command that runs each COMPUTE_HOST event by hand.
+_COMMANDS = {"STOPPED": "host-failure", "STARTED": "host-return"}
 
 
 class Status(str, enum.Enum):
@@ -71,6 +76,22 @@ class Notification:
     owner: str | None = None
     lease_until: datetime.datetime | None = None
     version: int = 0
+    started_at: datetime.datetime | None = None
+
+    @property
+    def event(self) -> str:
+        """STOPPED (a host failed) or STARTED (a host came back)."""
+        return self.payload.get("event", "STOPPED")
+
+
+@dataclasses.dataclass(frozen=True)
+class Arming:
+    """Whether the engine may start recoveries, and who said so."""
+
+    armed: bool
+    changed_by: str | None = None
+    reason: str | None = None
+    changed_at: datetime.datetime | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -244,6 +265,7 @@ class Store:
                       lease_until=now + datetime.timedelta(seconds=lease),
                       next_attempt_at=None, updated_at=now,
                       version=item.version + 1,
+                      started_at=item.started_at or now,
                       # A resumed run continues its attempt.
                       attempts=item.attempts + (0 if resumed else 1))
         done = conn.execute(notifications.update().where(
@@ -255,24 +277,24 @@ class Store:
                                    **{k: v for k, v in values.items()
                                       if k != "status"})
 
-    def claim_next(self, owner: str, now: datetime.datetime,
-                   lease: float) -> Notification | None:
-        """Claim the oldest runnable COMPUTE_HOST notification: new, due
-        for a retry, or running under an owner that is gone. Never one for
-        a host another live run is recovering."""
+    def next_runnable(self, now: datetime.datetime, *,
+                      resume_only: bool = False) -> Notification | None:
+        """The oldest runnable COMPUTE_HOST notification, unclaimed: new or
+        in error, once due; or running under an owner that is gone. Never
+        one for a host another live run is working on. ``resume_only``
+        looks at abandoned runs only."""
+        due = sa.or_(notifications.c.next_attempt_at.is_(None),
+                     notifications.c.next_attempt_at <= now)
+        waiting = sa.and_(notifications.c.status.in_(
+            [Status.NEW.value, Status.ERROR.value]), due)
+        running = notifications.c.status == Status.RUNNING.value
         query = notifications.select().where(
             notifications.c.type == "COMPUTE_HOST",
-            sa.or_(
-                notifications.c.status == Status.NEW.value,
-                sa.and_(notifications.c.status == Status.ERROR.value,
-                        sa.or_(notifications.c.next_attempt_at.is_(None),
-                               notifications.c.next_attempt_at <= now)),
-                notifications.c.status == Status.RUNNING.value,
-            )).order_by(
-                # Abandoned runs first: they may hold locks.
-                sa.case((notifications.c.status == Status.RUNNING.value, 0),
-                        else_=1),
-                notifications.c.created_at, notifications.c.id)
+            running if resume_only else sa.or_(waiting, running),
+        ).order_by(
+            # Abandoned runs first: they may hold locks.
+            sa.case((running, 0), else_=1),
+            notifications.c.created_at, notifications.c.id)
         with self._tx() as conn:
             busy = {n.hostname for n in self._live_runs(conn, now)}
             for row in conn.execute(query):
@@ -282,8 +304,70 @@ class Store:
                 if (item.status is Status.RUNNING
                         and not self._abandoned(item, now)):
                     continue
-                return self._take(conn, item, owner, now, lease)
+                return item
         return None
+
+    def take(self, item: Notification, owner: str, now: datetime.datetime,
+             lease: float) -> Notification | None:
+        """Claim ``item`` (from ``next_runnable``) for ``owner``; None if
+        another process changed it first."""
+        with self._tx() as conn:
+            return self._take(conn, item, owner, now, lease)
+
+    def hold(self, item: Notification, message: str,
+             now: datetime.datetime, until: datetime.datetime) -> bool:
+        """Leave ``item`` waiting (new or error, attempts untouched) with
+        the reason, until ``until``. False if it changed meanwhile."""
+        with self._tx() as conn:
+            done = conn.execute(notifications.update().where(
+                notifications.c.uuid == item.uuid,
+                notifications.c.version == item.version).values(
+                    message=message, next_attempt_at=until,
+                    updated_at=now, version=item.version + 1))
+        return done.rowcount == 1
+
+    def hosts_in_recovery(self) -> set[str]:
+        """Hosts with a host failure being recovered."""
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(
+                notifications.c.hostname, notifications.c.payload).where(
+                    notifications.c.type == "COMPUTE_HOST",
+                    notifications.c.status == Status.RUNNING.value))
+            return {r.hostname for r in rows
+                    if json.loads(r.payload).get("event") != "STARTED"}
+
+    def recoveries_started_since(
+            self, since: datetime.datetime) -> list[datetime.datetime]:
+        """When each host recovery started after ``since``, oldest
+        first."""
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(
+                notifications.c.started_at, notifications.c.payload).where(
+                    notifications.c.type == "COMPUTE_HOST",
+                    notifications.c.started_at > since).order_by(
+                        notifications.c.started_at))
+            return [r.started_at for r in rows
+                    if json.loads(r.payload).get("event") != "STARTED"]
+
+    # -- arming --------------------------------------------------------------
+    def arming(self) -> Arming:
+        with self._tx() as conn:
+            row = conn.execute(arming.select().where(
+                arming.c.id == 1)).first()
+        if row is None:
+            return Arming(armed=True)
+        return Arming(armed=row.armed, changed_by=row.changed_by,
+                      reason=row.reason, changed_at=row.changed_at)
+
+    def set_arming(self, armed: bool, changed_by: str, reason: str | None,
+                   now: datetime.datetime) -> Arming:
+        values = dict(armed=armed, changed_by=changed_by, reason=reason,
+                      changed_at=now)
+        with self._tx() as conn:
+            if not conn.execute(arming.update().where(
+                    arming.c.id == 1).values(**values)).rowcount:
+                conn.execute(arming.insert().values(id=1, **values))
+        return Arming(**values)
 
     def claim_host(self, *, hostname: str, owner: str,
                    now: datetime.datetime, lease: float,
@@ -303,8 +387,14 @@ class Store:
                 notifications.c.status == Status.RUNNING.value)
                 .order_by(notifications.c.id).limit(1)).first()
             if row is not None:
-                taken = self._take(conn, _row_to_notification(row), owner,
-                                   now, lease)
+                item = _row_to_notification(row)
+                if item.event != payload.get("event", "STOPPED"):
+                    raise exception.RecoveryInProgress(
+                        f"an interrupted {item.event} run of {hostname} "
+                        f"(notification {item.uuid}) must finish first: "
+                        f"run 'recovery {_COMMANDS[item.event]} "
+                        f"{hostname}'")
+                taken = self._take(conn, item, owner, now, lease)
                 if taken is not None:
                     return taken, True
             # In the transaction of the check: no engine or other CLI can
@@ -314,7 +404,7 @@ class Store:
                 uuid=uuid, type="COMPUTE_HOST", hostname=hostname,
                 generated_time=now, payload=canonical_payload(payload),
                 origin="cli", status=Status.RUNNING.value, attempts=1,
-                owner=owner,
+                owner=owner, started_at=now,
                 lease_until=now + datetime.timedelta(seconds=lease),
                 version=0, created_at=now, updated_at=now))
         return self.get(uuid), False

@@ -46,6 +46,8 @@ notifications = sa.Table(
     sa.Column("version", sa.Integer, nullable=False, default=0),
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
+    # When the first attempt started (the per-window brake counts these).
+    sa.Column("started_at", UTCDateTime),
     sa.Index("ix_notifications_status", "status"),
     sa.Index("ix_notifications_hostname_status", "hostname", "status"),
 )
@@ -84,4 +86,14 @@ instance_journal = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.UniqueConstraint("notification_uuid", "instance_uuid",
                         name="uq_journal_notification_instance"),
+)
+
+# One row (id 1) once anyone has disarmed: no row means armed.
+arming = sa.Table(
+    "arming", metadata,
+    sa.Column("id", sa.Integer, primary_key=True),
+    sa.Column("armed", sa.Boolean, nullable=False),
+    sa.Column("changed_by", sa.String(255), nullable=False),
+    sa.Column("reason", sa.Text),
+    sa.Column("changed_at", UTCDateTime, nullable=False),
 )

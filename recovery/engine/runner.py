@@ -1,7 +1,8 @@
 """One attempt at a COMPUTE_HOST notification, journaled in the store.
 
-The CLI and the service both run a host recovery through ``attempt``: the
-same flow, the same journal, the same per-instance results.
+The CLI and the service both run a host recovery (event STOPPED) or a
+host return (STARTED) through ``attempt``: the same flows, the same
+journal, the same per-instance results.
 """
 
 import dataclasses
@@ -13,8 +14,10 @@ from recovery import exception
 from recovery.db.store import Notification
 from recovery.db.store import Status
 from recovery.db.store import Store
+from recovery.fencing import Fencer
 from recovery.flows.context import Env
 from recovery.flows.host_failure import recover_host
+from recovery.flows.host_return import return_host
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -61,22 +64,25 @@ class Attempt:
 
 
 def attempt(env: Env, store: Store, notification: Notification, *,
-            host_is_off: bool = False) -> Attempt:
-    """Run (or continue) the host recovery of ``notification``.
+            fencer: Fencer | None = None) -> Attempt:
+    """Run (or continue) what ``notification`` asks for.
 
     ``env.recorder`` must journal to the store (``StoreRecorder``).
     """
-    journal = store.journal(notification.uuid)
     try:
-        report = recover_host(env, notification.hostname,
-                              host_is_off=host_is_off, journal=journal)
+        if notification.event == "STARTED":
+            return Attempt(Status.FINISHED,
+                           return_host(env, notification.hostname))
+        report = recover_host(env, notification.hostname, fencer=fencer,
+                              journal=store.journal(notification.uuid))
     except exception.Interrupted as exc:
         return Attempt(None, str(exc), error=exc)
     except exception.UnknownHost as exc:
         return Attempt(Status.FAILED, str(exc), error=exc)
     except exception.RecoveryError as exc:
-        # A host Nova still reports up may be seen down on a retry, and
-        # Nova errors pass: both are worth another attempt.
+        # A host Nova still reports up may be seen down on a retry, a
+        # BMC may answer, evacuations end, and Nova errors pass: each is
+        # worth another attempt.
         return Attempt(Status.ERROR, str(exc), error=exc)
     summary = f"{notification.hostname}: {report.summary()}"
     if report.succeeded:

@@ -4,6 +4,10 @@ One loop, woken when the API stores a notification (or when a retry falls
 due, or the lease needs renewing), claims what is runnable and starts each
 host recovery on its own task. Claims are compare-and-swap in the store,
 so a notification never runs twice, and one host never twice at once.
+
+Before a claim, the safety gates: while disarmed only runs already under
+way (abandoned by a crashed engine) are taken up; a new recovery waits
+for the per-window cap and the mass-failure brake (``gates``).
 """
 
 import logging
@@ -16,7 +20,9 @@ from recovery.db.store import Notification
 from recovery.db.store import Status
 from recovery.db.store import Store
 from recovery.db.store import this_process
+from recovery.engine import gates
 from recovery.engine import runner
+from recovery.fencing import Fencing
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
 from recovery.nova import Nova
@@ -30,13 +36,16 @@ IDLE_WAIT = 1.0
 
 class Engine:
     def __init__(self, conf: cfg.ConfigOpts, store: Store,
-                 nova: Nova,
+                 nova: Nova, fencing: Fencing,
                  clock: concurrency.Clock,
                  heartbeat: Callable[[str], None] = lambda status: None):
         self.conf = conf
         self.store = store
         self.nova = nova
+        self.fencing = fencing
         self.clock = clock
+        self.gates = gates.Gates(conf, store, nova, clock)
+        self._armed = True
         self.owner = this_process()
         self.heartbeat = heartbeat
         self.wake = concurrency.Event()
@@ -74,22 +83,49 @@ class Engine:
 
     def status(self) -> str:
         if not self._runs:
+            if not self._armed:
+                return "disarmed: no recovery starts"
             return "idle, waiting for notifications"
         hosts = ", ".join(sorted(n.hostname for n, _ in self._runs.values()))
         return f"recovering {len(self._runs)} host(s): {hosts}"
 
     def _claim(self) -> None:
-        limit = self.conf.engine.max_concurrent_host_recoveries
-        while len(self._runs) < limit and not self._stopping.is_set():
-            notification = self.store.claim_next(
-                self.owner, self.clock.now(), self.conf.engine.lease_seconds)
-            if notification is None:
+        group = self.conf.engine
+        resume_only = not self._check_armed()
+        while (len(self._runs) < group.max_concurrent_host_recoveries
+               and not self._stopping.is_set()):
+            now = self.clock.now()
+            item = self.store.next_runnable(now, resume_only=resume_only)
+            if item is None:
                 return
-            LOG.info("Claimed notification %s: host %s, attempt %d",
-                     notification.uuid, notification.hostname,
-                     notification.attempts)
+            if item.status is not Status.RUNNING:
+                hold = self.gates.check(item)
+                if hold is not None:
+                    self.store.hold(item, hold.message, now, hold.until)
+                    continue
+            notification = self.store.take(item, self.owner, now,
+                                           group.lease_seconds)
+            if notification is None:
+                continue
+            LOG.info("Claimed notification %s: %s of host %s, attempt %d",
+                     notification.uuid, notification.event,
+                     notification.hostname, notification.attempts)
             self._runs[notification.uuid] = (
                 notification, concurrency.spawn(self.run, notification))
+
+    def _check_armed(self) -> bool:
+        arming = self.store.arming()
+        if arming.armed != self._armed:
+            self._armed = arming.armed
+            if arming.armed:
+                LOG.warning("Armed by %s: recoveries start again",
+                            arming.changed_by)
+            else:
+                LOG.warning("Disarmed by %s: %s. Notifications are "
+                            "recorded but no recovery starts until "
+                            "'recovery arm'", arming.changed_by,
+                            arming.reason)
+        return arming.armed
 
     def _reap(self) -> None:
         for uuid, (_, task) in list(self._runs.items()):
@@ -127,7 +163,9 @@ class Engine:
             env = Env(nova=self.nova, clock=self.clock,
                       settings=Settings.from_conf(self.conf),
                       recorder=recorder, stopping=self._stopping.is_set)
-            result = runner.attempt(env, self.store, notification)
+            result = runner.attempt(
+                env, self.store, notification,
+                fencer=self.fencing.for_host(notification.hostname))
         except Exception as exc:
             LOG.exception("Notification %s failed unexpectedly",
                           notification.uuid)

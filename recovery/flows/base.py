@@ -1,7 +1,8 @@
 """Steps and the orchestrator that runs them in order.
 
-A step is a small named object with ``execute(ctx)`` and, where a later
-failure must undo it, ``rollback(ctx, exc)``. When a step fails, the steps
+A step is a small named object with ``execute(ctx)`` (which may return
+what it did, for the operator) and, where a later failure must undo it,
+``rollback(ctx, exc)``. When a step fails, the steps
 already done are rolled back in reverse order and the original exception
 propagates.
 """
@@ -18,8 +19,12 @@ LOG = logging.getLogger(__name__)
 class Step:
     name = "step"
 
-    def execute(self, ctx: Any) -> None:
+    def execute(self, ctx: Any) -> str | None:
         raise NotImplementedError
+
+    def announce(self, ctx: Any) -> str:
+        """What the step is about to do or wait for."""
+        return "started"
 
     def rollback(self, ctx: Any, exc: BaseException) -> None:
         """Undo ``execute``. Most steps have nothing to undo."""
@@ -36,9 +41,8 @@ def run_steps(steps: list[Step], ctx: Any, observe: Observer) -> None:
     try:
         for step in steps:
             LOG.debug("Step %s", step.name)
-            observe(step.name, StepState.RUNNING, "started")
-            step.execute(ctx)
-            observe(step.name, StepState.SUCCESS, "done")
+            observe(step.name, StepState.RUNNING, step.announce(ctx))
+            observe(step.name, StepState.SUCCESS, step.execute(ctx) or "done")
             done.append(step)
     except Exception as exc:
         observe(step.name, StepState.FAILURE, str(exc))

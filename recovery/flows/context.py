@@ -23,6 +23,8 @@ class Settings:
     evacuation_timeout: float
     state_change_timeout: float
     poll_interval: float
+    service_down_time: float
+    host_return_timeout: float
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> "Settings":
@@ -36,7 +38,9 @@ class Settings:
             lock_reason=group.lock_reason,
             evacuation_timeout=group.evacuation_timeout,
             state_change_timeout=group.state_change_timeout,
-            poll_interval=group.poll_interval)
+            poll_interval=group.poll_interval,
+            service_down_time=conf.safety.service_down_time,
+            host_return_timeout=conf.safety.host_return_timeout)
 
 
 def _never() -> bool:

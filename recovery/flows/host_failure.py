@@ -1,7 +1,8 @@
 """The host-failure flow: isolate a dead host, then recover its instances.
 
-1. Make sure the host is really down, then take it out of scheduling
-   (force-down, then disable). Refuse if Nova still hears from it.
+1. Make sure the host is really down: refuse if Nova still hears from it,
+   unless a fencing driver powers it off (and verifies it is Off) first.
+   Then take it out of scheduling (force-down, then disable).
 2. List its instances after it is isolated, so nothing new lands between
    the listing and the disable; select them.
 3. Recover each selected instance on a pool of
@@ -20,7 +21,9 @@ from collections.abc import Sequence
 
 from recovery import concurrency
 from recovery import exception
+from recovery.fencing import Fencer
 from recovery.flows import base
+from recovery.flows.census import Census
 from recovery.flows.context import Env
 from recovery.flows.instance import InstanceRecovery
 from recovery.flows.selection import order_for_recovery
@@ -45,7 +48,7 @@ MAX_RELISTS = 3
 class HostContext:
     env: Env
     host: str
-    host_is_off: bool
+    fencer: Fencer | None
     report: HostReport
     service: ComputeService | None = None
     forced_down_by_us: bool = False
@@ -57,20 +60,66 @@ class HostContext:
 
 
 class VerifyHostDown(base.Step):
-    """Proceed only on a host Nova no longer hears from, or one the
-    operator asserts is off. A host that heartbeats may run its guests."""
+    """Proceed only on a host Nova no longer hears from, or one a fencing
+    driver is about to power off. A host that heartbeats may run its
+    guests: evacuating it would run each of them twice.
+
+    A forced-down service whose last heartbeat is younger than
+    service_down_time (a run resumed moments after it forced the host
+    down) is watched until that heartbeat is old enough, as Nova itself
+    would; a newer heartbeat meanwhile proves the host alive."""
 
     name = "verify-host-down"
 
-    def execute(self, ctx: HostContext) -> None:
-        ctx.service = ctx.env.nova.get_compute_service(ctx.host)
-        if ctx.service.heartbeats and not ctx.host_is_off:
-            raise exception.HostNotDown(
-                f"Nova reports the compute service of {ctx.host} up: it "
-                f"still heartbeats, so its guests may still be running. "
-                f"Refusing to evacuate it. Power the host off (or wait "
-                f"until Nova reports it down); if you have verified it is "
-                f"off, run again with --host-is-off.")
+    def execute(self, ctx: HostContext) -> str | None:
+        census = self._census(ctx)
+        ctx.service = census.compute(ctx.host)
+        if ctx.fencer is not None or not census.heartbeats(ctx.service):
+            return None
+        if not ctx.service.forced_down:
+            raise self._refusal(ctx, census)
+        first = ctx.service.updated_at
+        settings = ctx.env.settings
+
+        def stale() -> bool:
+            census = self._census(ctx)
+            ctx.service = census.compute(ctx.host)
+            if ctx.service.updated_at != first:
+                raise self._refusal(ctx, census)
+            return not census.heartbeats(ctx.service)
+
+        wait_for(stale, what=f"the last heartbeat of {ctx.host} to be "
+                             f"older than service_down_time",
+                 timeout=settings.service_down_time,
+                 interval=settings.poll_interval, clock=ctx.env.clock)
+        return "no heartbeat for service_down_time"
+
+    @staticmethod
+    def _census(ctx: HostContext) -> Census:
+        return Census.take(ctx.env.nova, ctx.env.settings.service_down_time)
+
+    @staticmethod
+    def _refusal(ctx: HostContext, census: Census) -> exception.HostNotDown:
+        return exception.HostNotDown(
+            f"Nova still hears from the compute service of {ctx.host} "
+            f"({census.describe(ctx.service)}): it still heartbeats, so "
+            f"its guests may still be running. Refusing to evacuate it. "
+            f"Wait until Nova reports it down, or configure a fencing "
+            f"driver for it ([fencing]) so that recovery powers it off "
+            f"first.")
+
+
+class Fence(base.Step):
+    """Power the host off through its BMC and verify it is Off. Nothing
+    is forced down or evacuated unless this succeeds."""
+
+    name = "fence"
+
+    def announce(self, ctx: HostContext) -> str:
+        return ctx.fencer.describe()
+
+    def execute(self, ctx: HostContext) -> str:
+        return ctx.fencer.power_off(ctx.env.clock)
 
 
 class ForceDown(base.Step):
@@ -125,7 +174,7 @@ RECOVER_INSTANCES = "recover-instances"
 DONE_OUTCOMES = frozenset({Outcome.RECOVERED, Outcome.SKIPPED})
 
 
-def recover_host(env: Env, host: str, *, host_is_off: bool = False,
+def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
                  dry_run: bool = False,
                  pool_factory: PoolFactory = concurrency.task_pool,
                  journal: Sequence[InstanceResult] = ()) -> HostReport:
@@ -136,18 +185,24 @@ def recover_host(env: Env, host: str, *, host_is_off: bool = False,
     they left in flight or failed is reconciled with Nova and finished.
 
     Raises ``HostNotDown`` (nothing changed in Nova) when the host may be
-    alive, ``UnknownHost`` or a Nova error when it cannot start, and
+    alive and there is no ``fencer``, ``FencingError`` (nothing changed in
+    Nova) when fencing fails, ``UnknownHost`` or a Nova error when it
+    cannot start, and
     ``Interrupted`` when ``env.stopping()`` turned true. If the isolation
     or the first listing fails, what it changed is undone.
     """
-    ctx = HostContext(env=env, host=host, host_is_off=host_is_off,
+    ctx = HostContext(env=env, host=host, fencer=fencer,
                       report=HostReport(host, env.clock.now(),
                                         dry_run=dry_run),
                       journal={r.uuid: r for r in journal})
-    isolation = [] if dry_run else [ForceDown(), Disable()]
+    fencing = [Fence()] if fencer is not None else []
+    isolation = [] if dry_run else [*fencing, ForceDown(), Disable()]
     base.run_steps([VerifyHostDown(), *isolation, ListInstances()], ctx,
                    env.recorder.step_changed)
     if dry_run:
+        if fencer is not None:
+            env.recorder.step_changed(Fence.name, StepState.SUCCESS,
+                                      f"dry run: would {fencer.describe()}")
         _plan(ctx)
     else:
         _recover_instances(ctx, pool_factory(env.settings.threads))

@@ -56,3 +56,41 @@ def test_host_returns_in_order(cloud, tmp_path):
     # The returned host claimed none of the guests that moved away.
     for uuid in ids.values():
         assert cloud.server(uuid)["host"] != FAILED
+
+
+def test_recovery_host_return_keeps_the_order(cloud, tmp_path):
+    """``recovery host-return``: nothing changes while the host's compute
+    is still dead; once it restarts, force-down is cleared, then the
+    service is enabled."""
+    cloud.boot(FAILED, [Spec("a")])
+    cloud.fail_host(FAILED)
+    config = write_config(tmp_path, cloud, poll_interval=0.2,
+                          extra="[safety]\nhost_return_timeout = 3\n")
+    proc = run_cli(config, "host-failure", FAILED)
+    assert proc.returncode == 0, proc.stderr
+    mark = len(cloud.calls())
+
+    # Not restarted: it waits for a heartbeat, and gives up changing
+    # nothing.
+    proc = run_cli(config, "host-return", FAILED)
+    assert proc.returncode == 1, proc.stderr
+    assert f"nova-compute on {FAILED} to heartbeat" in proc.stderr
+    assert [c for c in cloud.calls()[mark:] if c["method"] == "PUT"] == []
+    assert cloud.service(FAILED)["forced_down"]
+
+    # Restarted: it comes back, in order.
+    cloud.restore_host(FAILED)
+    config = write_config(tmp_path, cloud, poll_interval=0.2,
+                          extra="[safety]\nhost_return_timeout = 60\n")
+    proc = run_cli(config, "host-return", FAILED)
+    assert proc.returncode == 0, proc.stderr
+    progress = [line.split("]")[0] for line in proc.stderr.splitlines()
+                if "] success" in line]
+    assert progress == ["[check-evacuations", "[await-heartbeat",
+                        "[clear-force-down", "[enable"]
+    puts = [c for c in cloud.calls()[mark:] if c["method"] == "PUT"]
+    assert len(puts) == 2, puts     # clear force-down, enable
+    service = cloud.service(FAILED)
+    assert (service["state"], service["status"], service["forced_down"]) \
+        == ("up", "enabled", False)
+    assert f"{FAILED} is back: service up, enabled" in proc.stdout

@@ -16,6 +16,8 @@ def write_config(tmp_path, nova, threads=3, retries=3, poll_interval=0.05,
         f"[DEFAULT]\nhost_failure_recovery_threads = {threads}\n\n"
         f"[host_failure]\npoll_interval = {poll_interval}\n"
         f"evacuation_timeout = 60\n{extra}\n"
+        # As the real Nova harness: a heartbeat older than 3 s is gone.
+        f"[safety]\nservice_down_time = 3\n\n"
         f"[nova]\nauth_type = admin_token\nendpoint = {nova.endpoint}\n"
         f"token = admin:admin:admin\ntimeout = 5\n"
         f"api_retries = {retries}\n\n"

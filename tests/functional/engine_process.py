@@ -46,6 +46,7 @@ class EngineProcess:
             f"log_file = {self.log}\n\n"
             f"[host_failure]\npoll_interval = {self.poll_interval}\n"
             f"evacuation_timeout = 60\n\n"
+            f"[safety]\nservice_down_time = 3\n\n"
             f"[nova]\nauth_type = admin_token\nendpoint = {endpoint}\n"
             f"token = admin:admin:admin\ntimeout = 5\n\n"
             f"[database]\nconnection = sqlite:///{self.workdir}/r.sqlite\n\n"
@@ -125,14 +126,15 @@ class EngineProcess:
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"null")
 
-    def post_host_down(self, host: str, generated: str = "2026-11-22T10:00:00"
-                       ) -> str:
+    def post_host_down(self, host: str, generated: str = "2026-11-22T10:00:00",
+                       event: str = "STOPPED") -> str:
+        cluster = "ONLINE" if event == "STARTED" else "OFFLINE"
         status, body = self.request("POST", "/v1/notifications", {
             "notification": {
                 "type": "COMPUTE_HOST", "hostname": host,
                 "generated_time": generated,
-                "payload": {"event": "STOPPED", "host_status": "NORMAL",
-                            "cluster_status": "OFFLINE"}}})
+                "payload": {"event": event, "host_status": "NORMAL",
+                            "cluster_status": cluster}}})
         assert status == 202, body
         return body["notification"]["notification_uuid"]
 

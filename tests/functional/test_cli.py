@@ -106,16 +106,6 @@ def test_table_and_progress(cloud, tmp_path):
     assert max_concurrent_locks(fake) == 5
 
 
-def test_host_is_off_assertion_proceeds(fake_nova, tmp_path):
-    fake_nova.add_compute(FAILED)
-    fake_nova.add_compute("compute-2")
-    uuid = fake_nova.add_server("vm", FAILED)
-    proc = run_cli(write_config(tmp_path, fake_nova), "host-failure", FAILED,
-                   "--host-is-off")
-    assert proc.returncode == 0, proc.stderr
-    assert fake_nova.server(uuid)["host"] == "compute-2"
-
-
 def test_dry_run_changes_nothing(cloud, tmp_path):
     fake, _ = cloud
     fake.fail_host(FAILED)

@@ -72,7 +72,8 @@ def settings(**overrides: Any) -> Settings:
                   ha_metadata_key="HA_Enabled", ignore_error_instances=False,
                   disable_reason="host down", lock_reason="recovery lock",
                   evacuation_timeout=30.0, state_change_timeout=10.0,
-                  poll_interval=1.0)
+                  poll_interval=1.0, service_down_time=60.0,
+                  host_return_timeout=60.0)
     values.update(overrides)
     return Settings(**values)
 
@@ -98,6 +99,32 @@ class FakeServer:
                       metadata=dict(self.metadata))
 
 
+# Nova's time: the newest heartbeat, the conductor's.
+NOVA_NOW = datetime.datetime(2026, 11, 22, 12, tzinfo=datetime.timezone.utc)
+CONDUCTOR = ComputeService(id="svc-conductor", host="controller",
+                           state="up", status="enabled", forced_down=False,
+                           disabled_reason=None, binary="nova-conductor",
+                           updated_at=NOVA_NOW)
+
+
+class FakeFencer:
+    """A fencing driver that powers off on request, or fails."""
+
+    driver = "fake"
+
+    def __init__(self, nova: "MemoryNova", error: Exception | None = None):
+        self.nova, self.error = nova, error
+
+    def describe(self) -> str:
+        return "fake power-off"
+
+    def power_off(self, clock) -> str:
+        self.nova.calls.append(("power_off", ""))
+        if self.error is not None:
+            raise self.error
+        return "powered off, verified Off"
+
+
 class MemoryNova:
     """An in-memory Nova facade. An evacuation advances one migration
     status per poll of ``list_evacuations``: accepted -> pre-migrating ->
@@ -117,14 +144,21 @@ class MemoryNova:
         self.errors: dict[tuple[str, str], list[Exception]] = {}
         self.outcomes: dict[str, str] = {}   # uuid -> "error" | "hang"
         self.acted_then_failed: set[str] = set()
+        self.clock: FakeClock | None = None
         self._ids = itertools.count(1)
 
     # -- set-up ------------------------------------------------------------
     def add_service(self, host: str, state: str = "down",
-                    status: str = "enabled", forced_down: bool = False):
+                    status: str = "enabled", forced_down: bool = False,
+                    heartbeat_age: float | None = None):
+        """``heartbeat_age``: seconds since its last heartbeat, as Nova
+        sees it (default: 0 when up, an hour when down)."""
+        if heartbeat_age is None:
+            heartbeat_age = 0 if state == "up" else 3600
         self.services[host] = ComputeService(
             id=f"svc-{host}", host=host, state=state, status=status,
-            forced_down=forced_down, disabled_reason=None)
+            forced_down=forced_down, disabled_reason=None,
+            updated_at=NOVA_NOW - datetime.timedelta(seconds=heartbeat_age))
 
     def add_server(self, uuid: str, host: str = "compute-1", **fields):
         self.servers[uuid] = FakeServer(id=uuid, name=f"vm-{uuid}",
@@ -144,6 +178,16 @@ class MemoryNova:
         return [call[0] for call in self.calls]
 
     # -- the facade ----------------------------------------------------------
+    def list_services(self) -> list[ComputeService]:
+        """The conductor's heartbeat is Nova's time: NOVA_NOW, moving on
+        with ``self.clock`` when a test sets one."""
+        self._record("list_services", "")
+        elapsed = self.clock.t if self.clock else 0
+        conductor = dataclasses.replace(
+            CONDUCTOR, updated_at=NOVA_NOW + datetime.timedelta(
+                seconds=elapsed))
+        return [conductor, *self.services.values()]
+
     def get_compute_service(self, host: str) -> ComputeService:
         self._record("get_compute_service", host)
         if host not in self.services:
@@ -214,7 +258,7 @@ class MemoryNova:
         self.migrations.append({"id": next(self._ids), "uuid": server.id,
                                 "source": server.host, "step": 0})
 
-    def list_evacuations(self, source_host: str, changes_since: str):
+    def list_evacuations(self, source_host: str, changes_since=None):
         self._record("list_evacuations", source_host)
         found = []
         for record in self.migrations:

@@ -15,6 +15,7 @@ from recovery.engine import runner
 from recovery.engine.runner import retry_at
 from recovery.engine.service import Engine
 from recovery.engine.systemd import Notifier
+from recovery.fencing import load_fencing
 from tests.unit.fakes import FakeClock
 
 NOW = datetime.datetime(2026, 11, 22, tzinfo=datetime.timezone.utc)
@@ -76,9 +77,10 @@ def test_a_finished_run_wakes_the_loop_for_waiting_work(tmp_path,
     store.add(type="COMPUTE_HOST", hostname="compute-1",
               generated_time=clock.now(), payload={}, origin="api",
               status=Status.NEW, now=clock.now())
-    engine = Engine(conf, store, nova=None, clock=clock)
-    notification = store.claim_next(engine.owner, clock.now(), 60)
-    monkeypatch.setattr(runner, "attempt", lambda env, store, n:
+    engine = Engine(conf, store, nova=None, fencing=load_fencing(conf), clock=clock)
+    notification = store.take(store.next_runnable(clock.now()),
+                              engine.owner, clock.now(), 60)
+    monkeypatch.setattr(runner, "attempt", lambda env, store, n, fencer:
                         runner.Attempt(Status.FINISHED, "1 recovered"))
     engine.run(notification)
     assert engine.wake.is_set()

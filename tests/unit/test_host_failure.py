@@ -1,5 +1,8 @@
 """The host-level steps and the orchestration of a host recovery."""
 
+import dataclasses
+import datetime
+
 import pytest
 
 from recovery import exception
@@ -8,6 +11,7 @@ from recovery.flows import host_failure as hf
 from recovery.results import HostReport
 from recovery.results import Outcome
 from tests.unit.fakes import FakeClock
+from tests.unit.fakes import FakeFencer
 from tests.unit.fakes import MemoryNova
 from tests.unit.fakes import SyncPool
 from tests.unit.fakes import make_env
@@ -15,16 +19,17 @@ from tests.unit.fakes import make_env
 HOST = "compute-1"
 
 
-def nova_with(state="down", forced_down=False, status="enabled"):
+def nova_with(state="down", forced_down=False, status="enabled",
+              heartbeat_age=None):
     nova = MemoryNova()
     nova.add_service(HOST, state=state, forced_down=forced_down,
-                     status=status)
+                     status=status, heartbeat_age=heartbeat_age)
     return nova
 
 
-def ctx_for(nova, host_is_off=False):
+def ctx_for(nova, fencer=None):
     env = make_env(nova)
-    return hf.HostContext(env=env, host=HOST, host_is_off=host_is_off,
+    return hf.HostContext(env=env, host=HOST, fencer=fencer,
                           report=HostReport(HOST, env.clock.now()))
 
 
@@ -34,7 +39,7 @@ def recover(nova, **kwargs):
 
 
 MUTATIONS = {"force_down", "disable", "enable", "lock", "unlock",
-             "reset_state", "evacuate", "stop", "start"}
+             "reset_state", "evacuate", "stop", "start", "power_off"}
 
 
 def mutations(nova):
@@ -48,13 +53,52 @@ def test_verify_refuses_a_host_that_heartbeats():
         hf.VerifyHostDown().execute(ctx_for(nova))
 
 
-@pytest.mark.parametrize("state,forced,asserted", [
-    ("down", False, False), ("up", True, False), ("up", False, True)])
-def test_verify_accepts(state, forced, asserted):
-    nova = nova_with(state=state, forced_down=forced)
-    ctx = ctx_for(nova, host_is_off=asserted)
+class HeartbeatingNova(MemoryNova):
+    """The host is forced down, but its nova-compute still reports."""
+
+    def list_services(self):
+        service = self.services[HOST]
+        self.services[HOST] = dataclasses.replace(
+            service, updated_at=service.updated_at
+            + datetime.timedelta(seconds=1))
+        return super().list_services()
+
+
+def test_verify_refuses_a_forced_down_host_that_still_heartbeats():
+    """Forced down hides the heartbeats from ``state``; a heartbeat that
+    moves on proves the host alive."""
+    nova = HeartbeatingNova()
+    nova.add_service(HOST, state="down", forced_down=True, heartbeat_age=5)
+    with pytest.raises(exception.HostNotDown, match="forced down"):
+        hf.VerifyHostDown().execute(ctx_for(nova))
+    assert mutations(nova) == []
+
+
+def test_verify_waits_out_a_young_heartbeat_of_a_forced_down_host():
+    """A run resumed 5 s after it forced the host down: Nova would call
+    the host up for 55 s more; so does recovery, then it proceeds."""
+    nova = nova_with(state="down", forced_down=True, heartbeat_age=5)
+    ctx = ctx_for(nova)
+    nova.clock = ctx.env.clock
+    hf.VerifyHostDown().execute(ctx)
+    assert 55 <= ctx.env.clock.t <= 56
+    assert mutations(nova) == []
+
+
+@pytest.mark.parametrize("state,forced,age", [
+    ("down", False, None), ("down", True, 61), ("down", True, 3600)])
+def test_verify_accepts(state, forced, age):
+    nova = nova_with(state=state, forced_down=forced, heartbeat_age=age)
+    ctx = ctx_for(nova)
     hf.VerifyHostDown().execute(ctx)
     assert ctx.service.host == HOST
+
+
+def test_verify_lets_a_live_host_through_to_fencing():
+    nova = nova_with(state="up")
+    ctx = ctx_for(nova, fencer=FakeFencer(nova))
+    hf.VerifyHostDown().execute(ctx)
+    assert mutations(nova) == []
 
 
 def test_unknown_host():
@@ -84,7 +128,7 @@ def test_force_down_leaves_an_already_forced_host_alone():
 
 def test_force_down_waits_for_nova_to_report_down():
     nova = nova_with(state="up")
-    ctx = ctx_for(nova, host_is_off=True)
+    ctx = ctx_for(nova, fencer=FakeFencer(nova))
     hf.VerifyHostDown().execute(ctx)
     hf.ForceDown().execute(ctx)
     assert nova.names()[-2:] == ["force_down", "get_compute_service"]
@@ -122,9 +166,39 @@ def test_order_isolate_then_list_then_recover():
     nova = nova_with()
     nova.add_server("a")
     report = recover(nova)
-    names = [n for n in nova.names() if n != "get_compute_service"]
+    names = [n for n in nova.names()
+             if n not in ("get_compute_service", "list_services")]
     assert names[:3] == ["force_down", "disable", "list_servers"]
     assert report.instances[0].outcome is Outcome.RECOVERED
+
+
+def test_a_live_host_is_fenced_before_anything_else():
+    nova = nova_with(state="up")
+    nova.add_server("a")
+    report = recover(nova, fencer=FakeFencer(nova))
+    assert [c[0] for c in mutations(nova)][:3] == [
+        "power_off", "force_down", "disable"]
+    assert report.instances[0].outcome is Outcome.RECOVERED
+
+
+def test_failed_fencing_changes_nothing_in_nova():
+    nova = nova_with(state="up")
+    nova.add_server("a")
+    error = exception.FencingError("BMC says no")
+    with pytest.raises(exception.FencingError, match="BMC says no"):
+        recover(nova, fencer=FakeFencer(nova, error))
+    assert mutations(nova) == [("power_off", "")]
+
+
+def test_dry_run_plans_the_fencing_without_fencing():
+    nova = nova_with(state="up")
+    nova.add_server("a")
+    env = make_env(nova)
+    report = hf.recover_host(env, HOST, fencer=FakeFencer(nova),
+                             dry_run=True, pool_factory=SyncPool)
+    assert mutations(nova) == []
+    assert ("fence", "SUCCESS") in env.recorder.steps
+    assert report.instances[0].outcome is Outcome.PLANNED
 
 
 def test_isolation_is_undone_when_listing_fails():

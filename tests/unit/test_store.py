@@ -246,11 +246,20 @@ def test_list_unknown_marker_is_not_found(store, listed, marker):
         store.list_notifications(marker=marker)
 
 
-# -- claim_next --------------------------------------------------------------
-def test_claim_next_takes_the_oldest_new_compute_host(store):
+# -- next_runnable and take -------------------------------------------------
+def claim(store, owner, now, lease):
+    """What the engine does, without its gates."""
+    while (item := store.next_runnable(now)) is not None:
+        taken = store.take(item, owner, now, lease)
+        if taken is not None:
+            return taken
+    return None
+
+
+def test_claim_takes_the_oldest_new_compute_host(store):
     first = add(store, "compute-1", now=later(0))
     add(store, "compute-2", now=later(1))
-    claimed = store.claim_next(ME, later(10), LEASE)
+    claimed = claim(store, ME, later(10), LEASE)
     assert claimed.uuid == first.uuid
     assert claimed.status is Status.RUNNING
     assert claimed.owner == ME
@@ -264,7 +273,7 @@ def test_claim_next_takes_the_oldest_new_compute_host(store):
     assert stored.version == claimed.version == first.version + 1
 
 
-def test_claim_next_never_takes_vm_process_or_ignored(store):
+def test_claim_never_takes_vm_process_or_ignored(store):
     add(store, type="VM", payload={"instance_uuid": "x",
                                    "vir_domain_event": "STOPPED_FAILED",
                                    "event": "LIFECYCLE"})
@@ -273,33 +282,33 @@ def test_claim_next_never_takes_vm_process_or_ignored(store):
     add(store, "compute-2", status=Status.IGNORED)
     add(store, "compute-3", status=Status.FINISHED)
     add(store, "compute-4", status=Status.FAILED)
-    assert store.claim_next(ME, NOW, LEASE) is None
+    assert claim(store, ME, NOW, LEASE) is None
 
 
 def test_a_claimed_notification_is_not_claimed_again(store):
     first = add(store, "compute-1", now=later(0))
     second = add(store, "compute-2", now=later(1))
-    assert store.claim_next(ME, NOW, LEASE).uuid == first.uuid
-    assert store.claim_next(OTHER, NOW, LEASE).uuid == second.uuid
-    assert store.claim_next(OTHER, NOW, LEASE) is None
+    assert claim(store, ME, NOW, LEASE).uuid == first.uuid
+    assert claim(store, OTHER, NOW, LEASE).uuid == second.uuid
+    assert claim(store, OTHER, NOW, LEASE) is None
 
 
-def test_claim_next_skips_a_host_with_a_live_run(store):
+def test_claim_skips_a_host_with_a_live_run(store):
     running = add(store, "compute-1", now=later(0))
     add(store, "compute-1", now=later(1),
         payload={**STOPPED, "cluster_status": "ONLINE"})
     other = add(store, "compute-2", now=later(2))
-    assert store.claim_next(ME, NOW, LEASE).uuid == running.uuid
+    assert claim(store, ME, NOW, LEASE).uuid == running.uuid
     # The second compute-1 notification waits for the first run.
-    assert store.claim_next(OTHER, NOW, LEASE).uuid == other.uuid
-    assert store.claim_next(OTHER, NOW, LEASE) is None
+    assert claim(store, OTHER, NOW, LEASE).uuid == other.uuid
+    assert claim(store, OTHER, NOW, LEASE) is None
 
 
-def test_claim_next_takes_over_an_expired_lease(store):
+def test_claim_takes_over_an_expired_lease(store):
     item = add(store)
-    store.claim_next(ME, NOW, LEASE)
-    assert store.claim_next(OTHER, later(LEASE - 1), LEASE) is None
-    taken = store.claim_next(OTHER, later(LEASE + 1), LEASE)
+    claim(store, ME, NOW, LEASE)
+    assert claim(store, OTHER, later(LEASE - 1), LEASE) is None
+    taken = claim(store, OTHER, later(LEASE + 1), LEASE)
     assert taken.uuid == item.uuid
     assert taken.owner == OTHER
     assert taken.lease_until == later(2 * LEASE + 1)
@@ -308,33 +317,33 @@ def test_claim_next_takes_over_an_expired_lease(store):
     assert store.get(item.uuid).attempts == 1
 
 
-def test_claim_next_takes_over_from_a_dead_process(store):
+def test_claim_takes_over_from_a_dead_process(store):
     item = add(store)
     gone = dead_owner()
-    store.claim_next(gone, NOW, LEASE)
+    claim(store, gone, NOW, LEASE)
     # The lease is still valid, but its owner has exited.
-    taken = store.claim_next(ME, later(1), LEASE)
+    taken = claim(store, ME, later(1), LEASE)
     assert taken.uuid == item.uuid
     assert taken.owner == ME
     assert taken.attempts == 1
 
 
-def test_claim_next_leaves_a_live_owner_of_another_host_alone(store):
+def test_claim_leaves_a_live_owner_of_another_host_alone(store):
     add(store)
     # A process on another machine cannot be checked: only the lease
     # tells.
-    store.claim_next("elsewhere.example:1", NOW, LEASE)
-    assert store.claim_next(ME, later(1), LEASE) is None
+    claim(store, "elsewhere.example:1", NOW, LEASE)
+    assert claim(store, ME, later(1), LEASE) is None
 
 
-def test_claim_next_retries_an_error_when_due(store):
+def test_claim_retries_an_error_when_due(store):
     item = add(store)
-    store.claim_next(ME, NOW, LEASE)
+    claim(store, ME, NOW, LEASE)
     store.finish(item.uuid, ME, Status.ERROR, "nova down", later(1),
                  next_attempt_at=later(100))
     assert store.get(item.uuid).next_attempt_at == later(100)
-    assert store.claim_next(ME, later(99), LEASE) is None
-    taken = store.claim_next(ME, later(100), LEASE)
+    assert claim(store, ME, later(99), LEASE) is None
+    taken = claim(store, ME, later(100), LEASE)
     assert taken.uuid == item.uuid
     assert taken.attempts == 2
     assert taken.next_attempt_at is None
@@ -346,7 +355,7 @@ def test_claim_next_retries_an_error_when_due(store):
 # -- finish / renew ----------------------------------------------------------
 def test_finish_by_the_owner(store):
     item = add(store)
-    store.claim_next(ME, NOW, LEASE)
+    claim(store, ME, NOW, LEASE)
     store.finish(item.uuid, ME, Status.FINISHED, "done", later(5))
     stored = store.get(item.uuid)
     assert stored.status is Status.FINISHED
@@ -355,14 +364,14 @@ def test_finish_by_the_owner(store):
     assert stored.lease_until is None
     assert stored.updated_at == later(5)
     # Finished: never claimed again, and cannot be finished twice.
-    assert store.claim_next(ME, later(1000), LEASE) is None
+    assert claim(store, ME, later(1000), LEASE) is None
     with pytest.raises(exception.RecoveryError):
         store.finish(item.uuid, ME, Status.FAILED, "again", later(6))
 
 
 def test_finish_by_another_owner_is_refused(store):
     item = add(store)
-    store.claim_next(ME, NOW, LEASE)
+    claim(store, ME, NOW, LEASE)
     with pytest.raises(exception.RecoveryError, match=OTHER):
         store.finish(item.uuid, OTHER, Status.FINISHED, "done", later(5))
     assert store.get(item.uuid).status is Status.RUNNING
@@ -370,8 +379,8 @@ def test_finish_by_another_owner_is_refused(store):
 
 def test_finish_after_a_takeover_is_refused(store):
     item = add(store)
-    store.claim_next(ME, NOW, LEASE)
-    store.claim_next(OTHER, later(LEASE + 1), LEASE)
+    claim(store, ME, NOW, LEASE)
+    claim(store, OTHER, later(LEASE + 1), LEASE)
     with pytest.raises(exception.RecoveryError):
         store.finish(item.uuid, ME, Status.FINISHED, "late", later(70))
     store.finish(item.uuid, OTHER, Status.FINISHED, "done", later(70))
@@ -379,18 +388,18 @@ def test_finish_after_a_takeover_is_refused(store):
 
 def test_renew_extends_the_lease(store):
     item = add(store)
-    store.claim_next(ME, NOW, LEASE)
+    claim(store, ME, NOW, LEASE)
     store.renew(ME, later(50), LEASE)
     assert store.get(item.uuid).lease_until == later(50 + LEASE)
     # Not expired at the original lease end any more.
-    assert store.claim_next(OTHER, later(LEASE + 1), LEASE) is None
+    assert claim(store, OTHER, later(LEASE + 1), LEASE) is None
 
 
 def test_renew_leaves_other_owners_alone(store):
     mine = add(store, "compute-1")
     theirs = add(store, "compute-2", now=later(1))
-    store.claim_next(ME, NOW, LEASE)
-    store.claim_next(OTHER, NOW, LEASE)
+    claim(store, ME, NOW, LEASE)
+    claim(store, OTHER, NOW, LEASE)
     store.renew(ME, later(30), LEASE)
     assert store.get(mine.uuid).lease_until == later(30 + LEASE)
     assert store.get(theirs.uuid).lease_until == later(LEASE)
@@ -411,7 +420,7 @@ def test_claim_host_records_a_new_run(store):
     assert store.get(item.uuid) == item
     # The engine does not take a host the CLI is recovering.
     add(store, "compute-1", now=later(1))
-    assert store.claim_next(OTHER, later(1), LEASE) is None
+    assert claim(store, OTHER, later(1), LEASE) is None
 
 
 def test_claim_host_resumes_an_abandoned_run(store):
@@ -428,7 +437,7 @@ def test_claim_host_resumes_an_abandoned_run(store):
 
 def test_claim_host_resumes_an_engine_run_whose_lease_expired(store):
     item = add(store)
-    store.claim_next(OTHER, NOW, LEASE)
+    claim(store, OTHER, NOW, LEASE)
     taken, resumed = store.claim_host(hostname="compute-1", owner=ME,
                                       now=later(LEASE + 1), lease=LEASE,
                                       payload={})
@@ -439,7 +448,7 @@ def test_claim_host_resumes_an_engine_run_whose_lease_expired(store):
 
 def test_claim_host_refuses_a_host_with_a_live_owner(store):
     item = add(store)
-    store.claim_next(OTHER, NOW, LEASE)
+    claim(store, OTHER, NOW, LEASE)
     with pytest.raises(exception.RecoveryInProgress,
                        match=f"{OTHER}.*{item.uuid}"):
         store.claim_host(hostname="compute-1", owner=ME, now=later(1),
@@ -465,7 +474,7 @@ def test_claim_host_checks_and_records_in_one_transaction(store, url,
         with real_tx() as conn:
             yield conn
         if not claimed:
-            claimed.append(engine.claim_next(OTHER, NOW, LEASE))
+            claimed.append(claim(engine, OTHER, NOW, LEASE))
 
     monkeypatch.setattr(store, "_tx", tx)
     try:
@@ -559,6 +568,10 @@ def test_upgrade_resumes_the_retired_resetting_phase_as_locking(url):
             "UPDATE instance_journal SET phase = 'resetting'"))
         conn.execute(sqlalchemy.text(
             "UPDATE alembic_version SET version_num = '0001'"))
+        # What 0003 adds, so that it runs again.
+        conn.execute(sqlalchemy.text(
+            "ALTER TABLE notifications DROP COLUMN started_at"))
+        conn.execute(sqlalchemy.text("DROP TABLE arming"))
     engine.dispose()
     store = open_store(url)
     try:
@@ -566,3 +579,89 @@ def test_upgrade_resumes_the_retired_resetting_phase_as_locking(url):
     finally:
         store.close()
     assert entry.phase is Phase.LOCKING
+
+
+# -- the safety gates' state -------------------------------------------------
+STARTED = {"event": "STARTED", "host_status": "NORMAL",
+           "cluster_status": "ONLINE"}
+
+
+def test_a_held_notification_waits_and_keeps_its_attempts(store):
+    item = add(store)
+    assert store.hold(store.next_runnable(NOW), "held: why", NOW, later(30))
+    assert store.next_runnable(later(29)) is None
+    held = store.get(item.uuid)
+    assert (held.status, held.attempts, held.message) == (
+        Status.NEW, 0, "held: why")
+    taken = claim(store, ME, later(30), LEASE)
+    assert taken.uuid == item.uuid
+    assert taken.attempts == 1
+
+
+def test_hold_loses_to_a_concurrent_change(store):
+    add(store)
+    seen = store.next_runnable(NOW)
+    assert store.take(seen, OTHER, NOW, LEASE) is not None
+    assert not store.hold(seen, "held", NOW, later(30))
+    assert store.get(seen.uuid).status is Status.RUNNING
+
+
+def test_resume_only_takes_abandoned_runs(store):
+    add(store, "compute-1")
+    abandoned = add(store, "compute-2")
+    store.take(store.get(abandoned.uuid), dead_owner(), NOW, LEASE)
+    assert store.next_runnable(later(1), resume_only=True).uuid == (
+        abandoned.uuid)
+    claim(store, ME, later(1), LEASE)
+    assert store.next_runnable(later(1), resume_only=True) is None
+
+
+def test_started_at_is_kept_across_attempts(store):
+    item = add(store)
+    first = claim(store, ME, later(5), LEASE)
+    assert first.started_at == later(5)
+    store.finish(item.uuid, ME, Status.ERROR, "again", later(6))
+    assert claim(store, ME, later(10), LEASE).started_at == later(5)
+
+
+def test_recoveries_started_since_counts_host_failures_only(store):
+    add(store, "compute-1")
+    add(store, "compute-2", payload=STARTED)
+    add(store, "compute-3")
+    for seconds in (1, 2, 3):
+        claim(store, f"owner-{seconds}", later(seconds), LEASE)
+    assert store.recoveries_started_since(later(2)) == [later(3)]
+    assert store.recoveries_started_since(NOW) == [later(1), later(3)]
+
+
+def test_hosts_in_recovery_are_the_running_host_failures(store):
+    for host in ("compute-1", "compute-2", "compute-3"):
+        add(store, host, payload=STARTED if host == "compute-2" else STOPPED)
+    add(store, "compute-4", status=Status.ERROR)
+    claim(store, ME, NOW, LEASE)
+    claim(store, OTHER, NOW, LEASE)
+    assert store.hosts_in_recovery() == {"compute-1"}
+
+
+def test_arming_is_armed_until_disarmed(store):
+    assert store.arming().armed
+    store.set_arming(False, "ops@bastion", "network work in rack 3", NOW)
+    arming = store.arming()
+    assert (arming.armed, arming.changed_by, arming.reason,
+            arming.changed_at) == (False, "ops@bastion",
+                                   "network work in rack 3", NOW)
+    store.set_arming(True, "ops@bastion", None, later(60))
+    assert store.arming().armed
+
+
+def test_claim_host_never_resumes_a_run_of_another_event(store):
+    item = add(store)
+    store.take(store.get(item.uuid), dead_owner(), NOW, LEASE)
+    with pytest.raises(exception.RecoveryInProgress,
+                       match="recovery host-failure compute-1"):
+        store.claim_host(hostname="compute-1", owner=ME, now=later(1),
+                         lease=LEASE, payload={"event": "STARTED"})
+    resumed, again = store.claim_host(
+        hostname="compute-1", owner=ME, now=later(1), lease=LEASE,
+        payload={"event": "STOPPED"})
+    assert (resumed.uuid, again) == (item.uuid, True)

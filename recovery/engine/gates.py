@@ -1,0 +1,102 @@
+"""The engine-wide gates a host recovery passes before it starts.
+
+- Disarmed: no recovery starts at all (the loop checks the switch).
+- Per-window cap: at most ``max_host_recoveries_per_window`` host
+  recoveries start in any ``window_seconds``; the rest wait in order.
+- Mass-failure brake: when more than ``max_failed_hosts_percent`` of the
+  compute services are down or in recovery at once, or every one of them
+  looks down, the engine is more likely cut off from the hosts (or Nova's
+  control plane is failing) than looking at dead hosts: start none.
+
+A held notification keeps its status and attempts; its message says why
+it waits and the engine looks again when the hold ends.
+"""
+
+import dataclasses
+import datetime
+import logging
+
+from oslo_config import cfg
+
+from recovery import concurrency
+from recovery.db.store import Notification
+from recovery.db.store import Store
+from recovery.flows.census import Census
+from recovery.nova import Nova
+
+LOG = logging.getLogger(__name__)
+
+
+@dataclasses.dataclass(frozen=True)
+class Hold:
+    message: str
+    until: datetime.datetime
+
+
+class Gates:
+    def __init__(self, conf: cfg.ConfigOpts, store: Store, nova: Nova,
+                 clock: concurrency.Clock):
+        self._conf, self._store, self._nova = conf, store, nova
+        self._clock = clock
+        self._last_verdict: str | None = None
+
+    def check(self, notification: Notification) -> Hold | None:
+        """Why ``notification`` must wait, or None if it may start. A host
+        return evacuates nothing and passes."""
+        if notification.event == "STARTED":
+            return None
+        hold = self._window() or self._brake(notification)
+        if hold is None:
+            return None
+        # Never due at once again, or the loop would spin on it.
+        soonest = self._clock.now() + datetime.timedelta(seconds=1)
+        return dataclasses.replace(hold, until=max(hold.until, soonest))
+
+    def _window(self) -> Hold | None:
+        group, now = self._conf.safety, self._clock.now()
+        window = datetime.timedelta(seconds=group.window_seconds)
+        started = self._store.recoveries_started_since(now - window)
+        cap = group.max_host_recoveries_per_window
+        if len(started) < cap:
+            return None
+        # The start that must leave the window before another may begin.
+        until = started[len(started) - cap] + window
+        return Hold(f"waiting: {len(started)} host recoveries started in "
+                    f"the last {group.window_seconds:g} s, the most "
+                    f"max_host_recoveries_per_window allows; the next may "
+                    f"start at {until:%H:%M:%S} UTC", until)
+
+    def _brake(self, notification: Notification) -> Hold | None:
+        group = self._conf.safety
+        census = Census.take(self._nova, group.service_down_time)
+        computes = {s.host for s in census.computes}
+        failed = census.down_hosts() | (
+            self._store.hosts_in_recovery() & computes)
+        failed.add(notification.hostname)
+        share = 100 * len(failed) / max(len(computes), 1)
+        verdict = None
+        if computes and census.down_hosts() == computes:
+            verdict = (f"every one of the {len(computes)} compute services "
+                       f"looks down at once: recovery is more likely cut "
+                       f"off from Nova's hosts, or Nova's control plane is "
+                       f"failing, than looking at dead hosts")
+        elif share > group.max_failed_hosts_percent:
+            verdict = (f"{len(failed)} of {len(computes)} compute services "
+                       f"are down or in recovery ({share:.0f}% > "
+                       f"max_failed_hosts_percent "
+                       f"{group.max_failed_hosts_percent}%)")
+        if verdict is None:
+            self._last_verdict = None
+            return None
+        until = self._clock.now() + datetime.timedelta(
+            seconds=group.recheck_interval)
+        if verdict != self._last_verdict:
+            # One loud line per verdict, not one per held notification.
+            LOG.error("Mass-failure brake: %s. Holding every host "
+                      "recovery (%s); looking again every %g s. Recover "
+                      "a host by hand with 'recovery host-failure HOST' if "
+                      "you have verified it is dead.", verdict,
+                      ", ".join(sorted(failed)), group.recheck_interval)
+            self._last_verdict = verdict
+        return Hold(f"held by the mass-failure brake: {verdict}; looking "
+                    f"again at {until:%H:%M:%S} UTC", until)

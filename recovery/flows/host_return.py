@@ -1,0 +1,149 @@
+"""The host-return flow: bring a repaired host back into scheduling.
+
+The order is Nova's, and each step starts only once the one before it is
+confirmed:
+
+1. Refuse while an evacuation from the host is still in flight: its
+   guest is being rebuilt elsewhere right now.
+2. Wait for the host's nova-compute to heartbeat again. On start it
+   destroys the local copies of the guests that were evacuated away and
+   completes their evacuation migrations; wait for that too, since Nova
+   refuses to clear force-down while any remain "done".
+3. Clear force-down, and wait until Nova reports the service up.
+4. Enable the service, if recovery disabled it: a service enabled while
+   still down keeps its COMPUTE_STATUS_DISABLED trait in placement, and
+   boots on it fail. A host an operator disabled for another reason stays
+   disabled.
+"""
+
+import dataclasses
+import datetime
+
+from recovery import exception
+from recovery.flows import base
+from recovery.flows.census import Census
+from recovery.flows.context import Env
+from recovery.models import ComputeService
+from recovery.models import Migration
+from recovery.waiting import wait_for
+
+# Evacuation statuses after which Nova does nothing more on the target.
+FINISHED = frozenset({"done", "completed", "failed", "error", "cancelled"})
+
+
+@dataclasses.dataclass
+class ReturnContext:
+    env: Env
+    host: str
+    service: ComputeService | None = None
+
+    def census(self) -> Census:
+        return Census.take(self.env.nova,
+                           self.env.settings.service_down_time)
+
+    def wait(self, check, what: str, timeout: float) -> None:
+        wait_for(check, what=what, timeout=timeout,
+                 interval=self.env.settings.poll_interval,
+                 clock=self.env.clock)
+
+
+def _evacuations(ctx: ReturnContext) -> list[Migration]:
+    return ctx.env.nova.list_evacuations(ctx.host)
+
+
+class CheckEvacuations(base.Step):
+    name = "check-evacuations"
+
+    def execute(self, ctx: ReturnContext) -> str:
+        ctx.service = ctx.census().compute(ctx.host)
+        moving = [m for m in _evacuations(ctx) if m.status not in FINISHED]
+        if moving:
+            raise exception.EvacuationsUnfinished(
+                f"{len(moving)} evacuation(s) from {ctx.host} are still in "
+                f"flight (instance {moving[0].instance_uuid} is "
+                f"{moving[0].status}); the host returns once they end")
+        return "no evacuation from the host is in flight"
+
+
+class AwaitHeartbeat(base.Step):
+    """A heartbeat newer than the one seen when the step started: the
+    service restarted (a forced-down service keeps its ``updated_at``
+    moving, so this is seen before force-down is cleared)."""
+
+    name = "await-heartbeat"
+
+    def announce(self, ctx: ReturnContext) -> str:
+        return (f"waiting for nova-compute on {ctx.host} to heartbeat and "
+                f"complete its evacuations (restart it if it is not "
+                f"running)")
+
+    def execute(self, ctx: ReturnContext) -> str:
+        seen = ctx.service.updated_at
+        timeout = ctx.env.settings.host_return_timeout
+
+        def heartbeat() -> bool:
+            census = ctx.census()
+            ctx.service = census.compute(ctx.host)
+            if ctx.service.state == "up" and not ctx.service.forced_down:
+                return True
+            return _newer(ctx.service.updated_at, seen) and (
+                census.heartbeats(ctx.service))
+
+        ctx.wait(heartbeat, f"nova-compute on {ctx.host} to heartbeat",
+                 timeout)
+        ctx.wait(lambda: all(m.status != "done" for m in _evacuations(ctx)),
+                 f"nova-compute on {ctx.host} to complete its evacuations",
+                 timeout)
+        return "nova-compute heartbeats and has completed its evacuations"
+
+
+def _newer(stamp: datetime.datetime | None,
+           than: datetime.datetime | None) -> bool:
+    return stamp is not None and (than is None or stamp > than)
+
+
+class ClearForceDown(base.Step):
+    name = "clear-force-down"
+
+    def execute(self, ctx: ReturnContext) -> str:
+        nova = ctx.env.nova
+        if ctx.service.forced_down:
+            nova.force_down(ctx.service, False)
+        ctx.wait(lambda: nova.get_compute_service(ctx.host).state == "up",
+                 f"Nova to report {ctx.host} up",
+                 ctx.env.settings.state_change_timeout)
+        return "Nova reports the service up"
+
+
+class Enable(base.Step):
+    name = "enable"
+
+    def execute(self, ctx: ReturnContext) -> str:
+        nova, settings = ctx.env.nova, ctx.env.settings
+        service = nova.get_compute_service(ctx.host)
+        if service.status == "enabled":
+            return "already enabled"
+        if service.disabled_reason != settings.disable_reason:
+            return (f"left disabled: it was disabled for another reason "
+                    f"({service.disabled_reason!r}); enable it yourself "
+                    f"when that is resolved")
+        nova.enable(service)
+        ctx.wait(lambda: nova.get_compute_service(ctx.host).status
+                 == "enabled", f"Nova to report {ctx.host} enabled",
+                 settings.state_change_timeout)
+        return "enabled"
+
+
+STEPS = (CheckEvacuations, AwaitHeartbeat, ClearForceDown, Enable)
+
+
+def return_host(env: Env, host: str) -> str:
+    """Bring ``host`` back; return what was done. Raises
+    ``EvacuationsUnfinished`` (nothing changed) while a guest is still
+    moving away, ``WaitTimeout`` naming the step waited on."""
+    ctx = ReturnContext(env=env, host=host)
+    base.run_steps([step() for step in STEPS], ctx,
+                   env.recorder.step_changed)
+    service = env.nova.get_compute_service(host)
+    return (f"{host} is back: service {service.state}, {service.status}"
+            f"{', forced down' if service.forced_down else ''}")
