@@ -17,6 +17,8 @@ from tests.functional.engine_process import EngineProcess
 HOSTS = 10
 
 
+
+
 def main() -> dict[str, Any]:
     hosts = [f"compute-{n}" for n in range(1, HOSTS + 1)]
     latencies = []
@@ -25,7 +27,7 @@ def main() -> dict[str, Any]:
         for host in hosts + ["spare"]:
             fake.add_compute(host)
         engine = EngineProcess(Path(workdir), fake.endpoint, threads=3,
-                               poll_interval=1.0)
+                               poll_interval=1.0, extra=common.BRAKES_OFF)
         try:
             engine.start()
             for host in hosts:

@@ -71,6 +71,8 @@ def _peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
+
+
 def many_hosts() -> dict[str, Any]:
     hosts = [f"compute-{n}" for n in range(1, HOSTS + 1)]
     with FakeNova(evacuation_latency=LATENCY) as fake, \
@@ -84,7 +86,8 @@ def many_hosts() -> dict[str, Any]:
         engine = EngineProcess(
             Path(workdir), fake.endpoint, threads=10, poll_interval=1.0,
             extra=f"max_concurrent_host_recoveries = {HOSTS}\n"
-                  f"[nova]\nmax_requests_per_second = 0\n")
+                  f"[nova]\nmax_requests_per_second = 0\n"
+                  f"{common.BRAKES_OFF}")
         try:
             engine.start()
             pid = engine.proc.pid

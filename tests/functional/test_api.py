@@ -232,13 +232,12 @@ def test_stopped_without_a_normal_host_status_is_ignored(api, payload):
     assert api.woken == []
 
 
-def test_started_is_ignored(api):
+def test_started_is_queued_for_the_host_return(api):
     reply = api.post(notification(payload={**STOPPED, "event": "STARTED"}))
     assert reply.status == 202, reply.text
     body = reply.json["notification"]
-    assert body["status"] == "ignored"
-    assert "host return" in body["message"]
-    assert api.woken == []
+    assert body["status"] == "new"
+    assert api.woken == [None]
 
 
 @pytest.mark.parametrize("type,payload", [

@@ -77,7 +77,8 @@ def test_a_finished_run_wakes_the_loop_for_waiting_work(tmp_path,
     store.add(type="COMPUTE_HOST", hostname="compute-1",
               generated_time=clock.now(), payload={}, origin="api",
               status=Status.NEW, now=clock.now())
-    engine = Engine(conf, store, nova=None, fencing=load_fencing(conf), clock=clock)
+    engine = Engine(conf, store, nova=None, fencing=load_fencing(conf),
+                    clock=clock)
     notification = store.take(store.next_runnable(clock.now()),
                               engine.owner, clock.now(), 60)
     monkeypatch.setattr(runner, "attempt", lambda env, store, n, fencer:
