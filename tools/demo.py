@@ -6,7 +6,9 @@ placement and three nova-compute services on Nova's fake virt driver, all
 in one local process) into .venv-demo. Boots 12 instances in a mix of
 states, fails compute-1, and runs 'recovery host-failure compute-1'
 against it: refused while the host still heartbeats, then as a dry run,
-then for real. Then it shows where each instance went and shuts Nova down.
+then for real. Then it shows where each instance went, restarts compute-1's
+nova-compute and brings the host back with 'recovery host-return', and
+shuts Nova down.
 """
 
 import os
@@ -56,6 +58,8 @@ def write_config(endpoint: str, workdir: str) -> str:
     with open(path, "w") as conf:
         conf.write(f"[DEFAULT]\nhost_failure_recovery_threads = 3\n\n"
                    f"[host_failure]\npoll_interval = 0.2\n\n"
+                   # The embedded Nova's service_down_time.
+                   f"[safety]\nservice_down_time = 3\n\n"
                    f"[nova]\nauth_type = admin_token\n"
                    f"endpoint = {endpoint}\ntoken = admin:admin:admin\n\n"
                    f"[database]\n"
@@ -105,7 +109,15 @@ def demo(bin_dir: str) -> int:
               f"status={service['status']} "
               f"reason={service['disabled_reason']!r}")
         print(f"recovery exit code: {code}")
-        return code
+        print(f"\n== {FAILED_HOST} is repaired: its nova-compute restarts",
+              flush=True)
+        nova.restore_host(FAILED_HOST)
+        returned = recovery(bin_dir, config, "host-return", FAILED_HOST)
+        service = nova.service(FAILED_HOST)
+        print(f"{FAILED_HOST}: state={service['state']} "
+              f"forced_down={service['forced_down']} "
+              f"status={service['status']}")
+        return code or returned
     finally:
         print("Shutting Nova down.")
         nova.stop()
