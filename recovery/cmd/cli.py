@@ -24,7 +24,7 @@ from recovery.db.store import Status
 from recovery.db.store import open_conf_store
 from recovery.db.store import this_process
 from recovery.engine import runner
-from recovery.fencing import Fencer
+from recovery.fencing import Fencing
 from recovery.fencing import load_fencing
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
@@ -119,15 +119,15 @@ def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
 def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     clock = Clock()
     nova = load_nova(conf, clock)
-    fencer = load_fencing(conf).for_host(args.host)
+    fencing = load_fencing(conf)
     if args.dry_run:
         report = recover_host(
             Env(nova=nova, clock=clock, settings=Settings.from_conf(conf),
                 recorder=output.ProgressPrinter()),
-            args.host, fencer=fencer, dry_run=True)
+            args.host, fencer=fencing.for_host(args.host), dry_run=True)
     else:
         report = _recorded_run(conf, args.host, "STOPPED", nova, clock,
-                               fencer=fencer).report
+                               fencing).report
     render = output.render_json if args.format == "json" else (
         output.render_table)
     print(render(report))
@@ -137,14 +137,14 @@ def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
 def host_return(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     clock = Clock()
     result = _recorded_run(conf, args.host, "STARTED",
-                           load_nova(conf, clock), clock)
+                           load_nova(conf, clock), clock, load_fencing(conf))
     print(result.message)
     return EXIT_OK
 
 
 def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
                   nova: Nova, clock: Clock,
-                  fencer: Fencer | None = None) -> runner.Attempt:
+                  fencing: Fencing) -> runner.Attempt:
     """Run ``event`` for ``host`` as a notification in the store,
     journaled like the engine's: an interrupted run is resumed by the next
     one (or by recovery-engine), and shows in 'recovery notifications'.
@@ -169,7 +169,7 @@ def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
                   recorder=runner.StoreRecorder(
                       store, notification.uuid, clock,
                       listener=output.ProgressPrinter()))
-        result = runner.attempt(env, store, notification, fencer=fencer)
+        result = runner.attempt(env, store, notification, fencing)
     finally:
         keeper.close()
     # The command is the operator's retry: it records no 'error' for the

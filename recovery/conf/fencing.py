@@ -1,10 +1,108 @@
-"""``[fencing]`` options: how a failed host is powered off."""
+"""``[fencing]`` options: how a failed host is powered off.
+
+Before any instance of a failed host is evacuated, recovery powers the
+host off through its BMC and reads the power state back until it is Off.
+The options here are the defaults for every host; ``credentials_file``
+overrides them host by host (see its help).
+"""
 
 from oslo_config import cfg
 
 GROUP = "fencing"
 
-OPTS: list[cfg.Opt] = []
+OPTS = [
+    cfg.StrOpt(
+        "driver",
+        default="none",
+        choices=[
+            ("none", "Do not fence: the host's power is not touched. Only "
+                     "safe when something else guarantees the host is "
+                     "off."),
+            ("redfish", "Power off with a Redfish ComputerSystem.Reset "
+                        "(ForceOff) and read PowerState back."),
+            ("ipmi", "Power off with IPMI 2.0 (RMCP+) chassis control and "
+                     "read the chassis power state back."),
+        ],
+        help="Fencing driver for the hosts that credentials_file does not "
+             "name (all hosts when there is no credentials_file).",
+    ),
+    cfg.StrOpt(
+        "credentials_file",
+        default=None,
+        sample_default="/etc/recovery/fencing.ini",
+        help="Path of an INI file of per-host BMC settings, read once at "
+             "start. Each section is a host name as Nova knows it, or an "
+             "fnmatch pattern such as 'compute-*'; an exact name wins over "
+             "patterns, and among patterns the first matching section in "
+             "file order wins. Keys: driver, address, username, password, "
+             "system (Redfish path or id; default: the BMC's only "
+             "system), port (IPMI, default 623), verify (Redfish). A key "
+             "a section does not set comes from the file's [DEFAULT] "
+             "section, else from this [fencing] group; hosts no section "
+             "matches use [DEFAULT] and [fencing] alone. No '%' "
+             "interpolation: a password is taken as written. Keep the "
+             "file readable by the recovery user only (chmod 600).",
+    ),
+    cfg.StrOpt(
+        "address",
+        default=None,
+        sample_default="https://{host}-bmc.example.com",
+        help="BMC address of every host, '{host}' being replaced by the "
+             "host's name. Redfish: a URL, scheme://name[:port] (https:// "
+             "is assumed when no scheme is given). IPMI: a host name or "
+             "IP address; the UDP port is set by 'port' in "
+             "credentials_file (default 623).",
+    ),
+    cfg.StrOpt(
+        "username",
+        default=None,
+        help="BMC user name of every host, unless credentials_file sets "
+             "one for the host. The account needs the right to power the "
+             "system off (Redfish: ConfigureComponents; IPMI: operator).",
+    ),
+    cfg.StrOpt(
+        "password",
+        default=None,
+        secret=True,
+        help="BMC password of every host, unless credentials_file sets "
+             "one for the host. Never logged.",
+    ),
+    cfg.StrOpt(
+        "verify",
+        default="true",
+        help="Redfish TLS certificate check: 'true' (check against the "
+             "system's CA store), 'false' (do not check; only on a trusted "
+             "management network), or the path of a CA bundle file or "
+             "directory that signed the BMCs' certificates.",
+    ),
+    cfg.FloatOpt(
+        "timeout",
+        default=30.0,
+        min=1.0,
+        help="Seconds allowed for one fencing, from the first power-off "
+             "request until the power is read back Off, every BMC call "
+             "included. When it runs out the fencing fails and nothing "
+             "of the host is evacuated.",
+    ),
+    cfg.FloatOpt(
+        "poll_interval",
+        default=1.0,
+        min=0.1,
+        help="Seconds between two readings of the power state while "
+             "waiting for it to be Off.",
+    ),
+    cfg.IntOpt(
+        "attempts",
+        default=3,
+        min=1,
+        help="Power-off requests per fencing at most. Each request gets an "
+             "equal share of the time left to show the power Off; when "
+             "the power is still On (or the request failed) at the end of "
+             "its share, the request is sent again. A power-off is safe "
+             "to repeat. A BMC that refuses the credentials is not asked "
+             "again.",
+    ),
+]
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -14,7 +14,7 @@ from recovery import exception
 from recovery.db.store import Notification
 from recovery.db.store import Status
 from recovery.db.store import Store
-from recovery.fencing import Fencer
+from recovery.fencing import Fencing
 from recovery.flows.context import Env
 from recovery.flows.host_failure import recover_host
 from recovery.flows.host_return import return_host
@@ -63,17 +63,17 @@ class Attempt:
     error: exception.RecoveryError | None = None
 
 
-def attempt(env: Env, store: Store, notification: Notification, *,
-            fencer: Fencer | None = None) -> Attempt:
+def attempt(env: Env, store: Store, notification: Notification,
+            fencing: Fencing) -> Attempt:
     """Run (or continue) what ``notification`` asks for.
 
     ``env.recorder`` must journal to the store (``StoreRecorder``).
     """
+    host = notification.hostname
     try:
         if notification.event == "STARTED":
-            return Attempt(Status.FINISHED,
-                           return_host(env, notification.hostname))
-        report = recover_host(env, notification.hostname, fencer=fencer,
+            return Attempt(Status.FINISHED, return_host(env, host))
+        report = recover_host(env, host, fencer=fencing.for_host(host),
                               journal=store.journal(notification.uuid))
     except exception.Interrupted as exc:
         return Attempt(None, str(exc), error=exc)
@@ -84,7 +84,7 @@ def attempt(env: Env, store: Store, notification: Notification, *,
         # BMC may answer, evacuations end, and Nova errors pass: each is
         # worth another attempt.
         return Attempt(Status.ERROR, str(exc), error=exc)
-    summary = f"{notification.hostname}: {report.summary()}"
+    summary = f"{host}: {report.summary()}"
     if report.succeeded:
         return Attempt(Status.FINISHED, summary, report)
     failed = [r for r in report.instances if r.outcome is Outcome.FAILED]

@@ -163,9 +163,8 @@ class Engine:
             env = Env(nova=self.nova, clock=self.clock,
                       settings=Settings.from_conf(self.conf),
                       recorder=recorder, stopping=self._stopping.is_set)
-            result = runner.attempt(
-                env, self.store, notification,
-                fencer=self.fencing.for_host(notification.hostname))
+            result = runner.attempt(env, self.store, notification,
+                                    self.fencing)
         except Exception as exc:
             LOG.exception("Notification %s failed unexpectedly",
                           notification.uuid)

@@ -6,8 +6,6 @@ fails."""
 import pytest
 
 from tests.bmc import write_credentials_file
-from tests.bmc.fixtures import fast_redfish_bmc  # noqa: F401
-from tests.bmc.fixtures import ipmi_bmc  # noqa: F401
 from tests.fakenova import FakeNova
 from tests.functional.cli_process import run_cli
 from tests.functional.cli_process import write_config

@@ -81,7 +81,7 @@ def test_a_finished_run_wakes_the_loop_for_waiting_work(tmp_path,
                     clock=clock)
     notification = store.take(store.next_runnable(clock.now()),
                               engine.owner, clock.now(), 60)
-    monkeypatch.setattr(runner, "attempt", lambda env, store, n, fencer:
+    monkeypatch.setattr(runner, "attempt", lambda env, store, n, fencing:
                         runner.Attempt(Status.FINISHED, "1 recovered"))
     engine.run(notification)
     assert engine.wake.is_set()

@@ -1,0 +1,158 @@
+"""Emulated BMCs for tests: Redfish (sushy-emulator) and IPMI (pyghmi).
+
+Each emulator runs in its own subprocess on 127.0.0.1 and a free port,
+for one test, and is stopped after it::
+
+    from tests.bmc.redfish import RedfishBmc
+    from tests.bmc.ipmi import IpmiBmc
+
+    with RedfishBmc(tmp_path / "bmc") as bmc:
+        ...  # bmc.address, bmc.system, bmc.username, bmc.password
+        bmc.power_state()        # "On" / "Off", read behind the BMC's back
+        bmc.refuse()             # the BMC now refuses the credentials
+        bmc.hang()               # the BMC stops answering (SIGSTOP)
+        bmc.ignore_power_off()   # power-off requests accepted, power stays On
+
+or the ``redfish_bmc`` / ``ipmi_bmc`` pytest fixtures of
+``tests.bmc.fixtures``. ``write_credentials_file`` writes a
+``[fencing] credentials_file`` naming hosts after BMCs.
+"""
+
+import configparser
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+from typing import Protocol
+
+from recovery.concurrency import Clock
+from recovery.waiting import wait_for
+
+ROOT = Path(__file__).resolve().parents[2]
+START_TIMEOUT = 30.0
+STOP_TIMEOUT = 10.0
+
+
+class Bmc(Protocol):
+    driver: str
+
+    def credentials(self) -> dict[str, str]:
+        """The keys of a credentials-file section for this BMC."""
+
+    def power_state(self) -> str:
+        """The emulated host's power, "On" or "Off"."""
+
+
+def free_port(kind: int = socket.SOCK_STREAM) -> int:
+    """A port nothing listens on now (TCP, or UDP with SOCK_DGRAM)."""
+    with socket.socket(socket.AF_INET, kind) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def write_credentials_file(path: Path, hosts: dict[str, Bmc]) -> Path:
+    """Write a credentials file with one section per host, mode 600."""
+    parser = configparser.ConfigParser(interpolation=None)
+    for host, bmc in hosts.items():
+        parser[host] = bmc.credentials()
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+              "w", encoding="utf-8") as handle:
+        parser.write(handle)
+    return path
+
+
+def write_atomically(path: Path, text: str) -> None:
+    """Replace ``path`` so a reader never sees half a file."""
+    partial = path.with_name(path.name + ".partial")
+    partial.write_text(text, encoding="utf-8")
+    os.replace(partial, path)
+
+
+class EmulatorProcess:
+    """A BMC emulator subprocess: start, wait until ready, hang, stop."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.log_path = self.workdir / "emulator.log"
+        self._process: subprocess.Popen[bytes] | None = None
+        self._stopped = False
+
+    # -- to implement ------------------------------------------------------
+    def _command(self) -> list[str]:
+        raise NotImplementedError
+
+    def _ready(self) -> bool:
+        raise NotImplementedError
+
+    # -- life cycle -----------------------------------------------------------
+    def __enter__(self) -> Any:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.stop()
+
+    def start(self) -> None:
+        env = dict(os.environ, PYTHONPATH=os.pathsep.join(
+            filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        with open(self.log_path, "ab") as log:
+            self._process = subprocess.Popen(
+                [sys.executable, *self._command()], stdout=log,
+                stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                env=env, cwd=self.workdir)
+        try:
+            wait_for(self._check_started, what=f"{type(self).__name__} to "
+                     f"answer", timeout=START_TIMEOUT, interval=0.05,
+                     clock=Clock())
+        except BaseException:
+            self.stop()
+            raise
+
+    def _check_started(self) -> bool:
+        assert self._process is not None
+        if self._process.poll() is not None:
+            raise RuntimeError(
+                f"{type(self).__name__} exited with {self._process.returncode}"
+                f":\n{self.log_tail()}")
+        return self._ready()
+
+    def stop(self) -> None:
+        process = self._process
+        if process is None:
+            return
+        if process.poll() is None:
+            if self._stopped:
+                process.send_signal(signal.SIGCONT)
+            process.terminate()
+            try:
+                process.wait(STOP_TIMEOUT)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait(STOP_TIMEOUT)
+        self._process = None
+        self._stopped = False
+
+    def hang(self) -> None:
+        """Freeze the BMC: connections and packets are never answered."""
+        self._signal(signal.SIGSTOP)
+        self._stopped = True
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+        self._stopped = False
+
+    def _signal(self, signum: int) -> None:
+        if self._process is None:
+            raise RuntimeError(f"{type(self).__name__} is not running")
+        self._process.send_signal(signum)
+
+    def log_tail(self, lines: int = 30) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])

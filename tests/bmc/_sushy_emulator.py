@@ -1,0 +1,47 @@
+"""sushy-emulator with two test hooks; run by tests.bmc.redfish.
+
+``python -m tests.bmc._sushy_emulator [--ignore-flag FILE] [--fast]
+<sushy-emulator arguments>`` runs the real emulator (fake driver) with:
+
+- ``--ignore-flag FILE``: while FILE exists, power changes are accepted
+  (HTTP 204, as a BMC that silently fails would) and never applied.
+- ``--fast``: the fake driver applies a power change within 1 s instead
+  of its random 1-11 s (it has no setting for that).
+"""
+
+import argparse
+import os
+import sys
+import types
+
+from sushy_tools.emulator import main as emulator
+from sushy_tools.emulator.resources.systems import fakedriver
+
+
+def _ignore_power_changes_while(flag: str) -> None:
+    apply = fakedriver.FakeDriver.set_power_state
+
+    def set_power_state(self, identity, state):
+        if os.path.exists(flag):
+            return None
+        return apply(self, identity, state)
+
+    fakedriver.FakeDriver.set_power_state = set_power_state
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ignore-flag")
+    parser.add_argument("--fast", action="store_true")
+    hooks, emulator_args = parser.parse_known_args()
+    if hooks.ignore_flag:
+        _ignore_power_changes_while(hooks.ignore_flag)
+    if hooks.fast:
+        # The delay is int(time.time()) + random.randint(1, 11).
+        fakedriver.random = types.SimpleNamespace(randint=lambda low, _: low)
+    sys.argv = [sys.argv[0], *emulator_args]
+    return emulator.main()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
