@@ -256,11 +256,10 @@ def call_bounded(fn: Callable[[], T], seconds: float) -> T:
     """Return ``fn()``, or raise FencingError if it takes over ``seconds``.
 
     A library's own timeouts bound each packet or request, not a whole
-    call: sushy may retry, and pyghmi logs in again and again when a BMC
-    answers the session opening but never the login. So the call runs on
-    its own (green) thread and the caller stops waiting at its deadline.
-    The abandoned call ends on the library's own timeouts, its result
-    unused (except pyghmi's endless re-login, which lives on).
+    call (sushy makes several requests, and may retry). So the call runs
+    on its own (green) thread and the caller stops waiting at its
+    deadline. The abandoned call ends on its own timeouts (sushy), or
+    when the caller kills what it waits on (the IPMI helper process).
     """
     outcome: dict[str, Any] = {}
 
@@ -311,7 +310,7 @@ class Fencing:
         self._path = path
         self.timing = timing
 
-    def for_host(self, host: str) -> "Fencer | None":
+    def for_host(self, host: str) -> Fencer | None:
         """The host's fencer; None when its driver is ``none``.
 
         Raises ConfigError when the driver lacks an address or
@@ -338,7 +337,7 @@ class Fencing:
             return f"host {host} (section [{section.name}] of {self._path})"
         if self._path:
             return (f"host {host} (no section of {self._path} matches it, "
-                    f"so [fencing] of recovery.conf applies)")
+                    f"so only the file's [DEFAULT] and [fencing] apply)")
         return f"host {host} (no [fencing] credentials_file is set)"
 
 

@@ -13,9 +13,11 @@ for one test, and is stopped after it::
         bmc.hang()               # the BMC stops answering (SIGSTOP)
         bmc.ignore_power_off()   # power-off requests accepted, power stays On
 
-or the ``redfish_bmc`` / ``ipmi_bmc`` pytest fixtures of
-``tests.bmc.fixtures``. ``write_credentials_file`` writes a
-``[fencing] credentials_file`` naming hosts after BMCs.
+``bmc.credentials()`` is the host's section of a credentials file, and
+``write_credentials_file(path, {host: bmc, ...})`` writes one. The pytest
+fixtures ``redfish_bmc``, ``fast_redfish_bmc`` (power-off applied within
+1 s instead of 1-11 s) and ``ipmi_bmc`` are in ``tests.bmc.fixtures``.
+Nothing here puts a password on a command line.
 """
 
 import configparser

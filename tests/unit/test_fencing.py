@@ -5,6 +5,8 @@ the drivers' use of sushy and pyghmi by fakes of their entry points.
 Real BMCs (emulated) are in tests/functional/test_fencing_bmc.py.
 """
 
+import io
+import json
 import logging
 import os
 import threading
@@ -250,7 +252,8 @@ def test_library_messages_are_scrubbed():
         url="https://bmc", error=f"echoed {PASSWORD}"), "reading")
     assert PASSWORD not in str(error) and "echoed ***" in str(error)
     fencer = ipmi_driver.IpmiFencer(bmc_settings("ipmi"), TIMING)
-    error = fencer._translate(pyghmi_exc.IpmiException(PASSWORD), "x")
+    error = fencer._translate(
+        ipmi_driver.HelperError("IpmiException", f"bad {PASSWORD}"), "x")
     assert PASSWORD not in str(error)
 
 
@@ -472,14 +475,18 @@ def test_redfish_errors_are_translated(error, refused):
 
 
 class FakeCommand:
-    instances: list["FakeCommand"] = []
+    """pyghmi's Command, as the IPMI helper process uses it."""
 
-    def __init__(self, bmc, userid, password, port):
-        self.args = (bmc, userid, password, port)
+    made: list[tuple] = []
+    fail_login: list[Exception] = []
+
+    def __init__(self, bmc, port, userid, password):
+        FakeCommand.made.append((bmc, port, userid, password))
+        if FakeCommand.fail_login:
+            raise FakeCommand.fail_login.pop(0)
         self.state = "on"
         self.ipmi_session = self
-        self.logged_out = threading.Event()
-        FakeCommand.instances.append(self)
+        self.logged_out = False
 
     def set_power(self, state, wait=False):
         assert (state, wait) == ("off", False)
@@ -489,33 +496,47 @@ class FakeCommand:
         return {"powerstate": self.state}
 
     def logout(self):
-        self.logged_out.set()
+        FakeCommand.made.append("logout")
 
 
-def test_ipmi_driver_uses_pyghmi(monkeypatch):
-    FakeCommand.instances = []
-    monkeypatch.setattr(ipmi_driver.command, "Command", FakeCommand)
-    settings = BmcSettings(host="compute-1", driver="ipmi",
-                           address="10.0.0.7", username="admin",
-                           password=Secret(PASSWORD), port=6230)
-    fencer = ipmi_driver.IpmiFencer(settings, TIMING)
-    assert fencer.describe() == "ipmi power-off of 10.0.0.7:6230"
-    message = fencer.power_off(FakeClock())
-    assert message == ("powered off through ipmi 10.0.0.7:6230, verified "
-                       "Off after 0.0 s")
-    [command] = FakeCommand.instances
-    assert command.args == ("10.0.0.7", "admin", PASSWORD, 6230)
-    assert command.logged_out.wait(5)
+def test_ipmi_helper_serves_requests(monkeypatch):
+    monkeypatch.setattr("pyghmi.ipmi.command.Command", FakeCommand)
+    FakeCommand.made = []
+    FakeCommand.fail_login = [pyghmi_exc.IpmiException(None)]
+    requests = io.StringIO("\n".join(json.dumps(line) for line in [
+        {"address": "10.0.0.7", "port": 6230, "username": "admin",
+         "password": PASSWORD},
+        {"op": "power"}, {"op": "off"}, {"op": "power"}, {"op": "boot"},
+    ]) + "\n")
+    replies = io.StringIO()
+    ipmi_driver.serve(requests, replies)
+    assert [json.loads(line) for line in replies.getvalue().splitlines()] == [
+        {"ok": False, "kind": "IpmiException", "text": None},
+        {"ok": True}, {"ok": True, "state": "off"},
+        {"ok": False, "kind": "ValueError", "text": "unknown request 'boot'"},
+    ]
+    # A new login after the failed one; bytes credentials (see serve).
+    login = ("10.0.0.7", 6230, b"admin", PASSWORD.encode())
+    assert FakeCommand.made == [login, login, "logout"]
 
 
-@pytest.mark.parametrize("error, refused", [
-    (pyghmi_exc.IpmiException("Incorrect password provided"), True),
-    (pyghmi_exc.IpmiException("Unauthorized name in RAKP2"), True),
-    (pyghmi_exc.IpmiException("Session no longer connected"), False),
-    (pyghmi_exc.IpmiException(None), False),
-])
-def test_ipmi_errors_are_translated(error, refused):
+def test_ipmi_helper_errors_are_translated():
     fencer = ipmi_driver.IpmiFencer(bmc_settings("ipmi"), TIMING)
-    translated = fencer._translate(error, "reading the power state")
+    assert fencer.describe() == "ipmi power-off of bmc:623"
+    error = fencer._translate(
+        ipmi_driver.HelperError("IpmiException", None), "reading")
+    assert str(error) == ("ipmi power-off of bmc:623: reading: "
+                          "IpmiException: no answer from the BMC")
+
+
+@pytest.mark.parametrize("text, refused", [
+    ("Incorrect password provided", True),
+    ("Unauthorized name in RAKP2", True),
+    ("Session no longer connected", False),
+])
+def test_ipmi_errors_are_translated(text, refused):
+    fencer = ipmi_driver.IpmiFencer(bmc_settings("ipmi"), TIMING)
+    translated = fencer._translate(
+        ipmi_driver.HelperError("IpmiException", text), "reading")
     assert isinstance(translated, BmcRefused) is refused
-    assert "None" not in str(translated)
+    assert str(translated).endswith(f"reading: IpmiException: {text}")
