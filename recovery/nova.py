@@ -184,9 +184,7 @@ class Nova:
                            self._client.services.list,
                            host=host, binary="nova-compute")
         if not found:
-            raise exception.UnknownHost(
-                f"Nova has no nova-compute service on host {host!r}: check "
-                f"the name with 'openstack compute service list'")
+            raise unknown_host(host)
         return ComputeService.from_nova(found[0].to_dict())
 
     def list_services(self) -> list[ComputeService]:
@@ -274,6 +272,12 @@ class Nova:
             if marker is None:
                 return migrations
             query["marker"] = marker
+
+
+def unknown_host(host: str) -> exception.UnknownHost:
+    return exception.UnknownHost(
+        f"Nova has no nova-compute service on host {host!r}: check the "
+        f"name with 'openstack compute service list'")
 
 
 def _next_marker(links: list[dict[str, Any]]) -> str | None:

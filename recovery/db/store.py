@@ -124,6 +124,11 @@ def owner_gone(owner: str | None) -> bool:
     return False
 
 
+def _host_failure(payload: str) -> bool:
+    """A stored COMPUTE_HOST payload reports a failure, not a return."""
+    return json.loads(payload).get("event", "STOPPED") == "STOPPED"
+
+
 def _row_to_notification(row: Any) -> Notification:
     data = dict(row._mapping)
     data["payload"] = json.loads(data["payload"])
@@ -333,8 +338,7 @@ class Store:
                 notifications.c.hostname, notifications.c.payload).where(
                     notifications.c.type == "COMPUTE_HOST",
                     notifications.c.status == Status.RUNNING.value))
-            return {r.hostname for r in rows
-                    if json.loads(r.payload).get("event") != "STARTED"}
+            return {r.hostname for r in rows if _host_failure(r.payload)}
 
     def recoveries_started_since(
             self, since: datetime.datetime) -> list[datetime.datetime]:
@@ -346,8 +350,7 @@ class Store:
                     notifications.c.type == "COMPUTE_HOST",
                     notifications.c.started_at > since).order_by(
                         notifications.c.started_at))
-            return [r.started_at for r in rows
-                    if json.loads(r.payload).get("event") != "STARTED"]
+            return [r.started_at for r in rows if _host_failure(r.payload)]
 
     # -- arming --------------------------------------------------------------
     def arming(self) -> Arming:

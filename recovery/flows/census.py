@@ -10,9 +10,9 @@ notion of now, so the clocks of recovery and Nova need not agree.
 import dataclasses
 import datetime
 
-from recovery import exception
 from recovery.models import ComputeService
 from recovery.nova import Nova
+from recovery.nova import unknown_host
 
 
 @dataclasses.dataclass(frozen=True)
@@ -37,9 +37,7 @@ class Census:
         for service in self.computes:
             if service.host == host:
                 return service
-        raise exception.UnknownHost(
-            f"Nova has no nova-compute service on host {host!r}: check the "
-            f"name with 'openstack compute service list'")
+        raise unknown_host(host)
 
     def heartbeats(self, service: ComputeService) -> bool:
         """Nova still hears from ``service``: its host may be alive."""
