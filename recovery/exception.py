@@ -92,3 +92,7 @@ class EvacuationsUnfinished(RecoveryError):
 
 class Disarmed(RecoveryError):
     """An operator disarmed recovery: no recovery starts."""
+
+
+class InUse(RecoveryError):
+    """A segment or host edit would change a recovery in flight."""

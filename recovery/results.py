@@ -52,6 +52,9 @@ class InstanceResult:
     # are this recovery's. Set before the evacuate is sent, so a resumed
     # run can ask Nova whether it acted before sending another.
     migration_floor: int | None = None
+    # How the destination was chosen: "auto" (the scheduler) or
+    # "reserved_host" (dest_host is a reserved host taken for this run).
+    method: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -17,6 +17,8 @@ from recovery import exception
 from recovery.api import validation
 from recovery.api import views
 from recovery.concurrency import Clock
+from recovery.db.segments import Host
+from recovery.db.segments import Segment
 from recovery.db.store import SORT_KEYS
 from recovery.db.store import Status
 from recovery.db.store import Store
@@ -48,14 +50,43 @@ def respond(status: int, body: dict[str, Any]) -> webob.Response:
                           charset="utf-8", json_body=body)
 
 
-def initial_status(data: dict[str, Any]) -> tuple[Status, str | None]:
+# The (event, vir_domain_event) pairs of a VM notification that mean the
+# guest died and a restart may help (Masakari's instance events).
+VM_EVENTS = {("LIFECYCLE", "STOPPED_FAILED"), ("IO_ERROR", "IO_ERROR_REPORT")}
+
+
+def initial_status(data: dict[str, Any],
+                   record: tuple[Host, Segment] | None
+                   ) -> tuple[Status, str | None]:
     """``new`` for what the engine acts on; ``ignored`` with the reason
-    for what it does not (yet)."""
-    payload = data["payload"]
-    if data["type"] != "COMPUTE_HOST":
-        return Status.IGNORED, (f"{data['type']} notifications are "
-                                f"validated and recorded; this engine has "
-                                f"no {data['type']} recovery flow yet")
+    for what it does not. ``record`` is the host's segment entry."""
+    payload, kind = data["payload"], data["type"]
+    if record is not None:
+        host, segment = record
+        if not segment.enabled:
+            return Status.IGNORED, (
+                f"segment {segment.name} of host {host.name} is disabled: "
+                f"its hosts' notifications are recorded, not acted on")
+        if host.on_maintenance:
+            return Status.IGNORED, (
+                f"host {host.name} is on maintenance in segment "
+                f"{segment.name}: recovery leaves it alone until "
+                f"'recovery host update {segment.name} {host.name} "
+                f"--no-maintenance'")
+    if kind == "VM":
+        pair = (payload["event"].upper(), payload["vir_domain_event"])
+        if pair not in VM_EVENTS:
+            return Status.IGNORED, (
+                f"event {payload['event']}/{payload['vir_domain_event']} "
+                f"is not an instance failure recovery acts on (only "
+                f"{', '.join(sorted('/'.join(p) for p in VM_EVENTS))})")
+        return Status.NEW, None
+    if kind == "PROCESS":
+        if payload["process_name"] != "nova-compute":
+            return Status.IGNORED, (
+                f"process {payload['process_name']} is not nova-compute: "
+                f"recovery acts only on nova-compute process failures")
+        return Status.NEW, None
     if payload["event"] == "STARTED":
         # The host return waits for the host's own heartbeats.
         return Status.NEW, None
@@ -138,7 +169,8 @@ class NotificationAPI:
             return error(exc.status, exc.message)
         except validation.Invalid as exc:
             return error(400, str(exc))
-        status, reason = initial_status(data)
+        status, reason = initial_status(
+            data, self.store.host_record(data["hostname"]))
         try:
             stored = self.store.add(
                 type=data["type"], hostname=data["hostname"],

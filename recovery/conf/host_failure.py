@@ -46,6 +46,30 @@ OPTS = [
              "is treated as recovery's own lock and released by the next "
              "run.",
     ),
+    cfg.StrOpt(
+        "default_recovery_method",
+        mutable=True,
+        default="auto",
+        choices=[
+            ("auto", "the scheduler picks each destination"),
+            ("reserved_host", "evacuate to the segment's reserved hosts"),
+            ("auto_priority", "auto, then reserved hosts for the rest"),
+            ("rh_priority", "reserved hosts, then auto for the rest"),
+        ],
+        help="Recovery method of a failed host that is in no failover "
+             "segment ('recovery segment ...'). A host in a segment uses "
+             "its segment's recovery_method. A host in no segment has no "
+             "reserved hosts, so only auto (or the auto part of "
+             "auto_priority and rh_priority) can recover its instances.",
+    ),
+    cfg.BoolOpt(
+        "add_reserved_host_to_aggregate",
+        mutable=True,
+        default=False,
+        help="Before evacuating to a reserved host, add it to every host "
+             "aggregate of the failed host, so that instances whose "
+             "flavors or images need those aggregates fit on it.",
+    ),
     cfg.FloatOpt(
         "evacuation_timeout",
         mutable=True,

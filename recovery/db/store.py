@@ -23,6 +23,7 @@ from alembic import command as alembic_command
 from alembic.config import Config as AlembicConfig
 
 from recovery import exception
+from recovery.db.segments import SegmentStore
 from recovery.db.tables import arming
 from recovery.db.tables import instance_journal
 from recovery.db.tables import notifications
@@ -151,7 +152,7 @@ def canonical_payload(payload: dict[str, Any]) -> str:
     return json.dumps(payload, sort_keys=True, separators=(",", ":"))
 
 
-class Store:
+class Store(SegmentStore):
     def __init__(self, engine: sa.engine.Engine):
         self._engine = engine
 
@@ -463,7 +464,7 @@ class Store:
             final_state=result.final_state, phase=result.phase.value,
             outcome=result.outcome.value if result.outcome else None,
             reason=result.reason, locked_by_us=result.locked_by_us,
-            migration_floor=result.migration_floor,
+            migration_floor=result.migration_floor, method=result.method,
             started_at=result.started_at, finished_at=result.finished_at,
             updated_at=now)
         keys = {"key_notification": uuid, "key_instance": result.uuid}
@@ -487,7 +488,8 @@ class Store:
                 outcome=Outcome(r.outcome) if r.outcome else None,
                 reason=r.reason, phase=Phase(r.phase),
                 locked_by_us=r.locked_by_us,
-                migration_floor=r.migration_floor) for r in rows]
+                migration_floor=r.migration_floor,
+                method=r.method) for r in rows]
 
 
 def open_conf_store(conf: Any) -> Store:

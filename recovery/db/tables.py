@@ -81,6 +81,8 @@ instance_journal = sa.Table(
     sa.Column("reason", sa.Text),
     sa.Column("locked_by_us", sa.Boolean, nullable=False),
     sa.Column("migration_floor", sa.Integer),
+    # auto (the scheduler chose dest_host) or reserved_host.
+    sa.Column("method", sa.String(16)),
     sa.Column("started_at", UTCDateTime),
     sa.Column("finished_at", UTCDateTime),
     sa.Column("updated_at", UTCDateTime, nullable=False),
@@ -96,4 +98,38 @@ arming = sa.Table(
     sa.Column("changed_by", sa.String(255), nullable=False),
     sa.Column("reason", sa.Text),
     sa.Column("changed_at", UTCDateTime, nullable=False),
+)
+
+# Failover segments (Masakari's): a group of hosts and how their failures
+# are recovered.
+segments = sa.Table(
+    "segments", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    sa.Column("description", sa.Text),
+    sa.Column("recovery_method", sa.String(16), nullable=False),
+    sa.Column("service_type", sa.String(255), nullable=False),
+    sa.Column("enabled", sa.Boolean, nullable=False),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
+# A host is in exactly one segment: its name is unique across segments.
+hosts = sa.Table(
+    "hosts", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("uuid", sa.String(36), nullable=False, unique=True),
+    sa.Column("name", sa.String(255), nullable=False, unique=True),
+    sa.Column("segment_uuid", sa.String(36),
+              sa.ForeignKey("segments.uuid"), nullable=False),
+    sa.Column("type", sa.String(255), nullable=False),
+    sa.Column("control_attributes", sa.Text, nullable=False),
+    sa.Column("reserved", sa.Boolean, nullable=False),
+    sa.Column("on_maintenance", sa.Boolean, nullable=False),
+    # The notification whose recovery took this reserved host.
+    sa.Column("claimed_by", sa.String(36)),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+    sa.Index("ix_hosts_segment", "segment_uuid"),
 )

@@ -41,9 +41,11 @@ class Gates:
         self._last_verdict: str | None = None
 
     def check(self, notification: Notification) -> Hold | None:
-        """Why ``notification`` must wait, or None if it may start. A host
-        return evacuates nothing and passes."""
-        if notification.event == "STARTED":
+        """Why ``notification`` must wait, or None if it may start. Only a
+        host failure evacuates: a host return, an instance or a process
+        failure passes."""
+        if (notification.type != "COMPUTE_HOST"
+                or notification.event == "STARTED"):
             return None
         hold = self._window() or self._brake(notification)
         if hold is None:

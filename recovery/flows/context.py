@@ -25,6 +25,8 @@ class Settings:
     poll_interval: float
     service_down_time: float
     host_return_timeout: float
+    default_recovery_method: str = "auto"
+    add_reserved_host_to_aggregate: bool = False
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> "Settings":
@@ -40,7 +42,10 @@ class Settings:
             state_change_timeout=group.state_change_timeout,
             poll_interval=group.poll_interval,
             service_down_time=conf.safety.service_down_time,
-            host_return_timeout=conf.safety.host_return_timeout)
+            host_return_timeout=conf.safety.host_return_timeout,
+            default_recovery_method=group.default_recovery_method,
+            add_reserved_host_to_aggregate=(
+                group.add_reserved_host_to_aggregate))
 
 
 def _never() -> bool:

@@ -243,15 +243,32 @@ def test_started_is_queued_for_the_host_return(api):
 @pytest.mark.parametrize("type,payload", [
     ("VM", {"instance_uuid": VM_UUID, "vir_domain_event": "STOPPED_FAILED",
             "event": "LIFECYCLE"}),
+    ("VM", {"instance_uuid": VM_UUID, "vir_domain_event": "IO_ERROR_REPORT",
+            "event": "IO_ERROR"}),
     ("PROCESS", {"process_name": "nova-compute", "event": "STOPPED"}),
+    ("PROCESS", {"process_name": "nova-compute", "event": "STARTED"}),
 ])
-def test_vm_and_process_are_recorded_as_ignored(api, type, payload):
+def test_instance_and_process_failures_are_queued(api, type, payload):
+    reply = api.post(notification(type=type, payload=payload))
+    assert reply.status == 202, reply.text
+    assert reply.json["notification"]["status"] == "new"
+    assert [n.type for n in api.stored()] == [type]
+    assert api.woken == [None]
+
+
+@pytest.mark.parametrize("type,payload,why", [
+    ("VM", {"instance_uuid": VM_UUID, "vir_domain_event": "STOPPED_SHUTDOWN",
+            "event": "LIFECYCLE"}, "LIFECYCLE/STOPPED_SHUTDOWN"),
+    ("PROCESS", {"process_name": "libvirtd", "event": "STOPPED"},
+     "libvirtd is not nova-compute"),
+])
+def test_what_no_flow_acts_on_is_recorded_as_ignored(api, type, payload,
+                                                     why):
     reply = api.post(notification(type=type, payload=payload))
     assert reply.status == 202, reply.text
     body = reply.json["notification"]
     assert body["status"] == "ignored"
-    assert type in body["message"]
-    assert "no" in body["message"] and "flow" in body["message"]
+    assert why in body["message"]
     assert [n.type for n in api.stored()] == [type]
     assert api.woken == []
 
@@ -398,7 +415,7 @@ def four(api) -> list[dict[str, Any]]:
         notification(hostname="compute-1",
                      payload={"event": "STOPPED"}),
         notification(type="PROCESS", hostname="compute-2",
-                     payload={"process_name": "nova-compute",
+                     payload={"process_name": "libvirtd",
                               "event": "STOPPED"}),
         notification(hostname="compute-2"),
     ]

@@ -572,6 +572,11 @@ def test_upgrade_resumes_the_retired_resetting_phase_as_locking(url):
         conn.execute(sqlalchemy.text(
             "ALTER TABLE notifications DROP COLUMN started_at"))
         conn.execute(sqlalchemy.text("DROP TABLE arming"))
+        # And what 0004 adds.
+        conn.execute(sqlalchemy.text("DROP TABLE hosts"))
+        conn.execute(sqlalchemy.text("DROP TABLE segments"))
+        conn.execute(sqlalchemy.text(
+            "ALTER TABLE instance_journal DROP COLUMN method"))
     engine.dispose()
     store = open_store(url)
     try:
