@@ -96,3 +96,11 @@ class Disarmed(RecoveryError):
 
 class InUse(RecoveryError):
     """A segment or host edit would change a recovery in flight."""
+
+
+class Ignored(RecoveryError):
+    """Nothing to act on (e.g. a paused instance); the reason is why."""
+
+
+class GaveUp(RecoveryError):
+    """Acting again would not help (e.g. an instance in a crash loop)."""

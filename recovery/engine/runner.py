@@ -1,8 +1,9 @@
-"""One attempt at a COMPUTE_HOST notification, journaled in the store.
+"""One attempt at a notification, journaled in the store.
 
-The CLI and the service both run a host recovery (event STOPPED) or a
-host return (STARTED) through ``attempt``: the same flows, the same
-journal, the same per-instance results.
+The CLI and the service both run a host recovery (COMPUTE_HOST STOPPED)
+or a host return (STARTED) through ``attempt``: the same flows, the same
+journal, the same per-instance results. The service also runs the
+instance-failure (VM) and process-failure (PROCESS) flows through it.
 """
 
 import dataclasses
@@ -18,6 +19,8 @@ from recovery.fencing import Fencing
 from recovery.flows.context import Env
 from recovery.flows.host_failure import recover_host
 from recovery.flows.host_return import return_host
+from recovery.flows.instance_failure import restart_instance
+from recovery.flows.process_failure import process_failure
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -71,13 +74,21 @@ def attempt(env: Env, store: Store, notification: Notification,
     """
     host = notification.hostname
     try:
+        if notification.type == "VM":
+            return Attempt(Status.FINISHED, restart_instance(
+                env, store, notification))
+        if notification.type == "PROCESS":
+            return Attempt(Status.FINISHED, process_failure(
+                env, notification))
         if notification.event == "STARTED":
             return Attempt(Status.FINISHED, return_host(env, host))
         report = recover_host(env, host, fencer=fencing.for_host(host),
                               journal=store.journal(notification.uuid))
     except exception.Interrupted as exc:
         return Attempt(None, str(exc), error=exc)
-    except exception.UnknownHost as exc:
+    except exception.Ignored as exc:
+        return Attempt(Status.IGNORED, str(exc), error=exc)
+    except (exception.UnknownHost, exception.GaveUp) as exc:
         return Attempt(Status.FAILED, str(exc), error=exc)
     except exception.RecoveryError as exc:
         # A host Nova still reports up may be seen down on a retry, a
