@@ -104,3 +104,13 @@ class Ignored(RecoveryError):
 
 class GaveUp(RecoveryError):
     """Acting again would not help (e.g. an instance in a crash loop)."""
+
+
+class EvacuationFailed(InstanceRecoveryError):
+    """Nova ended an evacuation failed, with the instance still on the
+    failed host: another evacuate is safe. ``no_valid_host`` when the
+    scheduler refused the destination (full, or unfit)."""
+
+    def __init__(self, message: str, *, no_valid_host: bool):
+        super().__init__(message)
+        self.no_valid_host = no_valid_host

@@ -48,6 +48,8 @@ class Server:
     locked: bool
     locked_reason: str | None
     metadata: dict[str, str]
+    # Why the last action failed (shown while vm_state is error).
+    fault: str | None = None
 
     @classmethod
     def from_nova(cls, data: dict[str, Any]) -> "Server":
@@ -58,7 +60,8 @@ class Server:
                    status=data.get("status", ""),
                    locked=bool(data.get("locked")),
                    locked_reason=data.get("locked_reason"),
-                   metadata=dict(data.get("metadata") or {}))
+                   metadata=dict(data.get("metadata") or {}),
+                   fault=(data.get("fault") or {}).get("message"))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -83,3 +86,9 @@ class Migration:
                    status=data["status"],
                    source_compute=data["source_compute"],
                    dest_compute=data.get("dest_compute"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Aggregate:
+    id: int
+    name: str

@@ -36,6 +36,7 @@ from oslo_config import cfg
 
 from recovery import exception
 from recovery.concurrency import Clock
+from recovery.models import Aggregate
 from recovery.models import ComputeService
 from recovery.models import Migration
 from recovery.models import Server
@@ -241,10 +242,29 @@ class Nova:
         self._call(f"start instance {uuid}", self._client.servers.start,
                    uuid, safe=False)
 
-    def evacuate(self, uuid: str) -> None:
-        """Evacuate once; the scheduler picks the destination."""
-        self._call(f"evacuate instance {uuid}",
-                   self._client.servers.evacuate, uuid, safe=False)
+    def evacuate(self, uuid: str, host: str | None = None) -> None:
+        """Evacuate once, to ``host`` (which the scheduler validates) or
+        to where the scheduler picks."""
+        where = f" to {host}" if host else ""
+        self._call(f"evacuate instance {uuid}{where}",
+                   self._client.servers.evacuate, uuid, host=host,
+                   safe=False)
+
+    # -- aggregates --------------------------------------------------------
+    def aggregates_of(self, host: str) -> list[Aggregate]:
+        found = self._call("list the host aggregates",
+                           self._client.aggregates.list)
+        return [Aggregate(id=a.id, name=a.name) for a in found
+                if host in (a.hosts or [])]
+
+    def add_to_aggregate(self, aggregate: Aggregate, host: str) -> None:
+        """Add ``host`` to ``aggregate``; already in it is done."""
+        try:
+            self._call(f"add {host} to aggregate {aggregate.name}",
+                       self._client.aggregates.add_host, aggregate.id, host)
+        except exception.NovaConflict as exc:
+            if exc.status != 409:
+                raise
 
     # -- migrations ----------------------------------------------------------
     def list_evacuations(self, source_host: str,

@@ -16,6 +16,7 @@ from recovery.db.store import Notification
 from recovery.db.store import Status
 from recovery.db.store import Store
 from recovery.fencing import Fencing
+from recovery.flows import placement
 from recovery.flows.context import Env
 from recovery.flows.host_failure import recover_host
 from recovery.flows.host_return import return_host
@@ -82,8 +83,11 @@ def attempt(env: Env, store: Store, notification: Notification,
                 env, notification))
         if notification.event == "STARTED":
             return Attempt(Status.FINISHED, return_host(env, host))
-        report = recover_host(env, host, fencer=fencing.for_host(host),
-                              journal=store.journal(notification.uuid))
+        report = recover_host(
+            env, host, fencer=fencing.for_host(host),
+            journal=store.journal(notification.uuid),
+            placement=placement.for_host(env, store, host,
+                                         notification.uuid))
     except exception.Interrupted as exc:
         return Attempt(None, str(exc), error=exc)
     except exception.Ignored as exc:

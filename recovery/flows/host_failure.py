@@ -6,7 +6,8 @@
 2. List its instances after it is isolated, so nothing new lands between
    the listing and the disable; select them.
 3. Recover each selected instance on a pool of
-   ``host_failure_recovery_threads`` tasks.
+   ``host_failure_recovery_threads`` tasks, to the destinations its
+   recovery method gives (``placement``).
 4. List the host again and recover what appeared in the meantime.
 5. Report one result per instance.
 
@@ -26,6 +27,8 @@ from recovery.flows import base
 from recovery.flows.census import Census
 from recovery.flows.context import Env
 from recovery.flows.instance import InstanceRecovery
+from recovery.flows.placement import Placement
+from recovery.flows.placement import auto
 from recovery.flows.selection import order_for_recovery
 from recovery.flows.selection import skip_reason
 from recovery.flows.watcher import EvacuationWatcher
@@ -50,6 +53,7 @@ class HostContext:
     host: str
     fencer: Fencer | None
     report: HostReport
+    placement: Placement = dataclasses.field(default_factory=auto)
     service: ComputeService | None = None
     forced_down_by_us: bool = False
     disabled_by_us: bool = False
@@ -177,12 +181,14 @@ DONE_OUTCOMES = frozenset({Outcome.RECOVERED, Outcome.SKIPPED})
 def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
                  dry_run: bool = False,
                  pool_factory: PoolFactory = concurrency.task_pool,
-                 journal: Sequence[InstanceResult] = ()) -> HostReport:
+                 journal: Sequence[InstanceResult] = (),
+                 placement: Placement | None = None) -> HostReport:
     """Recover every instance of a failed host; return the report.
 
     ``journal`` holds the results of earlier runs of the same recovery (a
     crashed engine, an earlier attempt): what they finished is kept, what
     they left in flight or failed is reconciled with Nova and finished.
+    ``placement`` holds the recovery methods (default: auto).
 
     Raises ``HostNotDown`` (nothing changed in Nova) when the host may be
     alive and there is no ``fencer``, ``FencingError`` (nothing changed in
@@ -194,6 +200,7 @@ def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
     ctx = HostContext(env=env, host=host, fencer=fencer,
                       report=HostReport(host, env.clock.now(),
                                         dry_run=dry_run),
+                      placement=placement or auto(),
                       journal={r.uuid: r for r in journal})
     fencing = [Fence()] if fencer is not None else []
     isolation = [] if dry_run else [*fencing, ForceDown(), Disable()]
@@ -249,8 +256,10 @@ def _triage(ctx: HostContext,
 
 def _plan(ctx: HostContext) -> None:
     lock_reason = ctx.env.settings.lock_reason
+    ctx.env.recorder.step_changed(RECOVER_INSTANCES, StepState.SUCCESS,
+                                  f"dry run: {ctx.placement.describe()}")
     for server, result in _triage(ctx, ctx.servers):
-        steps = ["evacuate"]
+        steps = [f"evacuate ({ctx.placement.method})"]
         if server.locked and server.locked_reason != lock_reason:
             steps.append("leave the existing lock")
         _settle(ctx, result, Outcome.PLANNED, ", ".join(steps))
@@ -283,7 +292,8 @@ def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
     env = ctx.env
     env.recorder.step_changed(
         RECOVER_INSTANCES, StepState.RUNNING,
-        f"{len(ctx.servers)} instance(s) on {ctx.host}")
+        f"{len(ctx.servers)} instance(s) on {ctx.host}; "
+        f"{ctx.placement.method}")
     watcher = EvacuationWatcher(env.nova, ctx.host, env.clock,
                                 env.settings.poll_interval)
     seen: set[str] = set()
@@ -315,7 +325,8 @@ def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
 def _recover_round(ctx: HostContext, servers: list[Server],
                    watcher: EvacuationWatcher,
                    pool: concurrency.TaskPool) -> None:
-    recoveries = [InstanceRecovery(ctx.env, watcher, server, result)
+    recoveries = [InstanceRecovery(ctx.env, watcher, server, result,
+                                   ctx.placement)
                   for server, result in _triage(ctx, servers)]
     for outcome in pool.run(_run_unless_stopping, recoveries):
         if outcome.error is not None:

@@ -1,6 +1,9 @@
 """The recovery of one instance: a small, explicit state machine.
 
-lock -> evacuate -> confirm -> restore state -> unlock.
+lock -> evacuate -> confirm -> restore state -> unlock. The destination
+comes from the run's recovery methods (``placement``): when an
+evacuation ends failed with the instance still on the failed host, the
+instance may try the next target.
 Each phase is recorded before its side effect, so whoever listens (the CLI's
 progress, the service's journal) knows exactly where the instance was.
 """
@@ -9,6 +12,7 @@ import logging
 
 from recovery import exception
 from recovery.flows.context import Env
+from recovery.flows.placement import Placement
 from recovery.flows.watcher import EvacuationWatcher
 from recovery.models import Server
 from recovery.results import InstanceResult
@@ -27,11 +31,12 @@ REBUILD_TASK_STATES = frozenset({"rebuilding", "rebuild_block_device_mapping",
 
 class InstanceRecovery:
     def __init__(self, env: Env, watcher: EvacuationWatcher, server: Server,
-                 result: InstanceResult):
+                 result: InstanceResult, placement: Placement):
         self.env = env
         self.watcher = watcher
         self.server = server
         self.result = result
+        self.placement = placement
 
     def run(self) -> InstanceResult:
         result = self.result
@@ -39,9 +44,7 @@ class InstanceRecovery:
         result.started_at = result.started_at or self.env.clock.now()
         try:
             self._lock()
-            if not self._evacuated_before():
-                self._evacuate()
-            self._restore(self._confirm())
+            self._restore(self._move())
             result.outcome = Outcome.RECOVERED
         except exception.RecoveryError as exc:
             self._fail(str(exc))
@@ -89,7 +92,35 @@ class InstanceRecovery:
                  "confirming it", self.result.uuid)
         return True
 
-    def _evacuate(self) -> None:
+    def _move(self) -> Server:
+        """Evacuate and confirm, trying the run's methods in order; an
+        evacuation an earlier run sent is only confirmed."""
+        if self._evacuated_before():
+            return self._confirm()
+        failure: exception.RecoveryError | None = None
+        for method in self.placement.methods:
+            self.result.method = method.name
+            while (target := method.target()) is not None:
+                try:
+                    self._evacuate(target.host)
+                    return self._confirm()
+                except exception.WaitTimeout:
+                    # It may still be in flight: never send another.
+                    method.timed_out(target)
+                    raise
+                except exception.EvacuationFailed as exc:
+                    LOG.warning("Instance %s: evacuation (%s) failed: %s",
+                                self.server.id, target.method, exc)
+                    failure = exc
+                    if not method.failed(target, exc.no_valid_host):
+                        break
+            else:
+                last = f"; last failure: {failure}" if failure else ""
+                failure = exception.InstanceRecoveryError(
+                    f"{method.name}: {method.why_none()}{last}")
+        raise failure
+
+    def _evacuate(self, host: str | None) -> None:
         result = self.result
         if result.migration_floor is None:
             result.migration_floor = self.watcher.baseline(result.uuid)
@@ -98,7 +129,7 @@ class InstanceRecovery:
         attempts = 0
         while True:
             try:
-                nova.evacuate(self.server.id)
+                nova.evacuate(self.server.id, host)
                 return
             except exception.NovaError as exc:
                 if not exc.uncertain or attempts >= nova.retries:
@@ -156,10 +187,17 @@ class InstanceRecovery:
                                      or migration.status == "done"):
             return None
         current = self.env.nova.get_server(self.server.id)
-        if migration.failed or current.vm_state == "error":
-            raise exception.InstanceRecoveryError(
-                f"evacuation {migration.status}: instance is "
+        what = (f"evacuation {migration.status}: instance is "
                 f"{current.vm_state} on {current.host}")
+        if current.fault:
+            what += f" ({current.fault})"
+        if migration.failed and current.host == self.server.host:
+            # Still on the failed host: the next evacuate is a new one.
+            self.result.migration_floor = migration.id
+            raise exception.EvacuationFailed(
+                what, no_valid_host="No valid host" in (current.fault or ""))
+        if migration.failed or current.vm_state == "error":
+            raise exception.InstanceRecoveryError(what)
         if (current.host != self.server.host and current.task_state is None
                 and current.vm_state in SETTLED_VM_STATES):
             return current

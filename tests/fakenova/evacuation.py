@@ -132,7 +132,9 @@ class Evacuation:
     def _acceptable(self, host: str) -> bool:
         service = self.state.computes.get(host)
         return (service is not None and service.up and not service.disabled
-                and not service.trait_disabled and host != self.server.host)
+                and not service.trait_disabled and host != self.server.host
+                and (service.capacity is None
+                     or self._load(host) < service.capacity))
 
     def _load(self, host: str) -> int:
         """Servers on the host plus in-flight moves claimed to it."""

@@ -96,9 +96,10 @@ class FakeNova:
     # -- building the world ---------------------------------------------
     def add_compute(self, host: str, up: bool = True,
                     status: str = "enabled", forced_down: bool = False,
-                    disabled_reason: str | None = None) -> str:
+                    disabled_reason: str | None = None,
+                    capacity: int | None = None) -> str:
         return self._state.add_compute(host, up, status, forced_down,
-                                       disabled_reason)
+                                       disabled_reason, capacity)
 
     def add_server(self, name: str, host: str, vm_state: str = "active",
                    task_state: str | None = None, project_id: str = "demo",

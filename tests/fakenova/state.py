@@ -72,6 +72,9 @@ class Service:
     trait_disabled: bool
     last_seen: datetime.datetime
     ip: str = "192.0.2.1"
+    # How many instances the host holds (placement's inventory); None:
+    # unlimited. The scheduler refuses a full host (NoValidHost).
+    capacity: int | None = None
 
     @property
     def up(self) -> bool:
@@ -195,7 +198,8 @@ class State:
                        last_seen=utcnow(), ip=f"192.0.2.{ident % 250 + 1}")
 
     def add_compute(self, host: str, up: bool, status: str,
-                    forced_down: bool, disabled_reason: str | None) -> str:
+                    forced_down: bool, disabled_reason: str | None,
+                    capacity: int | None = None) -> str:
         if status not in ("enabled", "disabled"):
             raise ValueError(f"bad status {status!r}")
         with self.lock:
@@ -207,6 +211,7 @@ class State:
             service.disabled = status == "disabled"
             service.trait_disabled = service.disabled
             service.disabled_reason = disabled_reason
+            service.capacity = capacity
             self.computes[host] = service
             return service.uuid
 

@@ -15,6 +15,7 @@ from recovery import exception
 from recovery.concurrency import TaskOutcome
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
+from recovery.models import Aggregate
 from recovery.models import ComputeService
 from recovery.models import Migration
 from recovery.models import Server
@@ -88,6 +89,7 @@ class FakeServer:
     locked: bool = False
     locked_reason: str | None = None
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
+    fault: str | None = None
 
     def snapshot(self) -> Server:
         status = {"active": "ACTIVE", "stopped": "SHUTOFF",
@@ -96,7 +98,7 @@ class FakeServer:
                       vm_state=self.vm_state, task_state=self.task_state,
                       status=status, locked=self.locked,
                       locked_reason=self.locked_reason,
-                      metadata=dict(self.metadata))
+                      metadata=dict(self.metadata), fault=self.fault)
 
 
 # Nova's time: the newest heartbeat, the conductor's.
@@ -128,7 +130,8 @@ class FakeFencer:
 class MemoryNova:
     """An in-memory Nova facade. An evacuation advances one migration
     status per poll of ``list_evacuations``: accepted -> pre-migrating ->
-    done (the host moves to ``dest``)."""
+    done (the host moves to its target, or to ``dest``). A target holding
+    ``capacity[host]`` instances refuses more: "No valid host"."""
 
     STEPS = ("accepted", "pre-migrating", "done")
 
@@ -144,6 +147,9 @@ class MemoryNova:
         self.errors: dict[tuple[str, str], list[Exception]] = {}
         self.outcomes: dict[str, str] = {}   # uuid -> "error" | "hang"
         self.acted_then_failed: set[str] = set()
+        self.capacity: dict[str, int] = {}
+        self.aggregates: list[Aggregate] = []
+        self.aggregate_hosts: dict[int, list[str]] = {}
         self.clock: FakeClock | None = None
         self._ids = itertools.count(1)
 
@@ -243,20 +249,38 @@ class MemoryNova:
         self._record("start", uuid)
         self.servers[uuid].vm_state = "active"
 
-    def evacuate(self, uuid: str) -> None:
+    def evacuate(self, uuid: str, host: str | None = None) -> None:
         server = self.servers[uuid]
         if uuid in self.acted_then_failed:
             self.acted_then_failed.discard(uuid)
-            self._begin_evacuation(server)
+            self._begin_evacuation(server, host)
             self.calls.append(("evacuate", uuid))
             raise exception.NovaError("lost answer", status=502)
-        self._record("evacuate", uuid)
-        self._begin_evacuation(server)
+        self._record("evacuate", uuid, *([host] if host else []))
+        self._begin_evacuation(server, host)
 
-    def _begin_evacuation(self, server: FakeServer) -> None:
+    def _begin_evacuation(self, server: FakeServer,
+                          host: str | None = None) -> None:
         server.task_state = "rebuilding"
+        dest = host or self.dest
+        full = dest in self.capacity and self.capacity[dest] <= sum(
+            1 for s in self.servers.values() if s.host == dest) + sum(
+            1 for m in self.migrations
+            if m["dest"] == dest and m.get("status") not in ("done",
+                                                             "error"))
         self.migrations.append({"id": next(self._ids), "uuid": server.id,
-                                "source": server.host, "step": 0})
+                                "source": server.host, "step": 0,
+                                "dest": dest, "full": full})
+
+    def aggregates_of(self, host: str) -> list[Aggregate]:
+        self._record("aggregates_of", host)
+        return [a for a in self.aggregates
+                if host in self.aggregate_hosts[a.id]]
+
+    def add_to_aggregate(self, aggregate: Aggregate, host: str) -> None:
+        self._record("add_to_aggregate", aggregate.name, host)
+        if host not in self.aggregate_hosts[aggregate.id]:
+            self.aggregate_hosts[aggregate.id].append(host)
 
     def list_evacuations(self, source_host: str, changes_since=None):
         self._record("list_evacuations", source_host)
@@ -268,7 +292,7 @@ class MemoryNova:
             found.append(Migration(
                 id=record["id"], uuid=f"mig-{record['id']}",
                 instance_uuid=record["uuid"], status=record["status"],
-                source_compute=source_host, dest_compute=self.dest))
+                source_compute=source_host, dest_compute=record["dest"]))
         return found
 
     def _advance(self, record: dict[str, Any]) -> None:
@@ -279,11 +303,16 @@ class MemoryNova:
             return
         record["step"] = min(record["step"] + 1, len(self.STEPS) - 1)
         record["status"] = self.STEPS[record["step"]]
-        if outcome == "error" and record["status"] == "done":
+        if record["full"]:
+            record["status"] = "error"
+            server.vm_state, server.task_state = "error", None
+            server.fault = ("No valid host was found. There are not "
+                            "enough hosts available.")
+        elif outcome == "error" and record["status"] == "done":
             record["status"] = "error"
             server.vm_state, server.task_state = "error", None
         elif record["status"] == "done":
-            server.host, server.task_state = self.dest, None
+            server.host, server.task_state = record["dest"], None
             if server.vm_state == "error" or (
                     server.vm_state == "active" and not
                     self.active_ends_stopped):

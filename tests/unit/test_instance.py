@@ -4,6 +4,7 @@ import pytest
 
 from recovery import exception
 from recovery.flows.instance import InstanceRecovery
+from recovery.flows.placement import auto
 from recovery.flows.watcher import EvacuationWatcher
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -24,7 +25,7 @@ def recover(nova: MemoryNova, uuid: str, **overrides):
                             original_state=server.vm_state)
     watcher = EvacuationWatcher(nova, SOURCE, clock,
                                 env.settings.poll_interval)
-    InstanceRecovery(env, watcher, server, result).run()
+    InstanceRecovery(env, watcher, server, result, auto()).run()
     return result, recorder, clock
 
 
