@@ -115,6 +115,11 @@ class FakeNova:
                       availability_zone: str | None = None) -> int:
         return self._state.add_aggregate(name, hosts, availability_zone)
 
+    def set_capacity(self, host: str, capacity: int | None) -> None:
+        """How many instances the host holds before NoValidHost."""
+        with self._state.lock:
+            self._compute(host).capacity = capacity
+
     # -- host failures ---------------------------------------------------
     def fail_host(self, host: str) -> None:
         """Heartbeats stop: the service is reported down at once."""
