@@ -285,7 +285,7 @@ class Store(SegmentStore):
 
     def next_runnable(self, now: datetime.datetime, *,
                       resume_only: bool = False) -> Notification | None:
-        """The oldest runnable COMPUTE_HOST notification, unclaimed: new or
+        """The oldest runnable notification, unclaimed: new or
         in error, once due; or running under an owner that is gone. Never
         one for a host another live run is working on. ``resume_only``
         looks at abandoned runs only."""
@@ -295,7 +295,6 @@ class Store(SegmentStore):
             [Status.NEW.value, Status.ERROR.value]), due)
         running = notifications.c.status == Status.RUNNING.value
         query = notifications.select().where(
-            notifications.c.type == "COMPUTE_HOST",
             running if resume_only else sa.or_(waiting, running),
         ).order_by(
             # Abandoned runs first: they may hold locks.
@@ -352,6 +351,27 @@ class Store(SegmentStore):
                     notifications.c.started_at > since).order_by(
                         notifications.c.started_at))
             return [r.started_at for r in rows if _host_failure(r.payload)]
+
+    def restarts_since(self, instance_uuid: str, since: datetime.datetime,
+                       excluding_uuid: str | None = None
+                       ) -> list[datetime.datetime]:
+        """When each restart of ``instance_uuid`` by the instance-failure
+        flow started, if at or after ``since``, oldest first: its VM
+        notifications that ended finished, other than ``excluding_uuid``.
+        Ignored ones and crash-loop refusals restarted nothing; one in
+        error is retried as itself (up to [engine] retry_max_attempts)."""
+        query = sa.select(
+            notifications.c.started_at, notifications.c.payload).where(
+                notifications.c.type == "VM",
+                notifications.c.status == Status.FINISHED.value,
+                notifications.c.started_at >= since)
+        if excluding_uuid is not None:
+            query = query.where(notifications.c.uuid != excluding_uuid)
+        wanted = instance_uuid.lower()
+        with self._tx() as conn:
+            rows = conn.execute(query.order_by(notifications.c.started_at))
+            return [r.started_at for r in rows if str(json.loads(
+                r.payload).get("instance_uuid", "")).lower() == wanted]
 
     # -- arming --------------------------------------------------------------
     def arming(self) -> Arming:

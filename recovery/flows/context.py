@@ -27,6 +27,16 @@ class Settings:
     host_return_timeout: float
     default_recovery_method: str = "auto"
     add_reserved_host_to_aggregate: bool = False
+    # The instance-failure flow ([instance_failure]).
+    process_all_instances: bool = False
+    instance_lock_reason: str = (
+        "Locked by recovery: instance-failure restart")
+    instance_recovery_timeout: float = 300.0
+    max_restarts_per_window: int = 3
+    restart_window: float = 3600.0
+    # The process-failure flow ([process_failure]).
+    process_disable_reason: str = (
+        "Process failure: nova-compute stopped; disabled by recovery")
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> "Settings":
@@ -45,7 +55,15 @@ class Settings:
             host_return_timeout=conf.safety.host_return_timeout,
             default_recovery_method=group.default_recovery_method,
             add_reserved_host_to_aggregate=(
-                group.add_reserved_host_to_aggregate))
+                group.add_reserved_host_to_aggregate),
+            process_all_instances=(
+                conf.instance_failure.process_all_instances),
+            instance_lock_reason=conf.instance_failure.lock_reason,
+            instance_recovery_timeout=conf.instance_failure.recovery_timeout,
+            max_restarts_per_window=(
+                conf.instance_failure.max_restarts_per_window),
+            restart_window=conf.instance_failure.restart_window,
+            process_disable_reason=conf.process_failure.disable_reason)
 
 
 def _never() -> bool:

@@ -1,5 +1,329 @@
-"""The instance-failure flow (VM notifications). To be written."""
+"""The instance-failure flow: restart an instance whose guest died.
+
+A VM notification names an instance whose guest crashed
+(LIFECYCLE/STOPPED_FAILED) or hit an I/O error (IO_ERROR/IO_ERROR_REPORT);
+the intake records every other event as ignored. Before anything in Nova
+changes:
+
+1. The crash-loop brake: an instance this flow already restarted
+   ``max_restarts_per_window`` times within ``restart_window`` is not
+   restarted again (``GaveUp``), and Nova is not even asked.
+2. Triage on what Nova shows: a deleted instance, one in a state a person
+   chose (paused, rescued, suspended, shelved, resized), one no longer on
+   the notification's host (the event is stale), or one that is not
+   HA-enabled is left alone (``Ignored``, with the reason). A host whose
+   nova-compute is down cannot stop or start anything: an error, retried.
+
+Then the steps, Masakari's: lock, stop (when Nova still shows the instance
+active or in error: Nova syncs a crashed guest's power state only later,
+and starts only a stopped instance), start, confirm ACTIVE. The lock is
+lifted in a ``finally``, whatever happened, and only if it is recovery's
+own: an instance someone else locked keeps that lock. An unlock that fails
+is an error of the run, never swallowed.
+
+A retry of the same notification (after an error, or a crashed engine)
+finds the steps its earlier attempts journaled: an instance one of them
+started, and that Nova now shows ACTIVE, is confirmed and unlocked, not
+stopped and started again.
+"""
+
+import dataclasses
+import datetime
+import logging
+
+from recovery import exception
+from recovery.db.store import Notification
+from recovery.db.store import Store
+from recovery.flows import base
+from recovery.flows.context import Env
+from recovery.flows.selection import is_ha_enabled
+from recovery.models import Server
+from recovery.results import StepState
+from recovery.waiting import wait_for
+
+LOG = logging.getLogger(__name__)
+
+# What Nova stops (stop accepts active and error) and starts (stopped).
+RESTARTABLE_VM_STATES = frozenset({"active", "stopped", "error"})
+
+# States a person (or Nova at a person's request) chose: a restart would
+# undo that choice, and Nova refuses to stop or start most of them anyway.
+CHOSEN_VM_STATES = {
+    "paused": "it is paused: its memory is kept for an unpause, and a "
+              "restart would throw it away",
+    "rescued": "it is in rescue: someone is repairing it from a rescue "
+               "image, and a restart would end the rescue",
+    "suspended": "it is suspended: its memory is saved for a resume; Nova "
+                 "neither stops nor starts a suspended instance",
+    "shelved": "it is shelved: its owner put it away on purpose; only an "
+               "unshelve brings it back",
+    "shelved_offloaded": "it is shelved and offloaded: its owner put it "
+                         "away on purpose; only an unshelve brings it back",
+    "resized": "it is resized and waits for its owner to confirm or revert "
+               "the resize; a restart (Masakari resets it to active "
+               "first) would take that choice away",
+    "deleted": "it is deleted",
+    "soft-deleted": "it is soft-deleted; only a restore brings it back",
+}
 
 
-def restart_instance(env, store, notification):
-    raise NotImplementedError
+@dataclasses.dataclass
+class RestartContext:
+    env: Env
+    uuid: str
+    host: str
+    server: Server
+    # The lock is recovery's: taken by this run, or left by an earlier one.
+    locked_by_us: bool = False
+    # An earlier attempt of this notification had Nova start the instance.
+    started_before: bool = False
+
+    @property
+    def nova(self):
+        return self.env.nova
+
+    def refresh(self) -> Server:
+        self.server = self.nova.get_server(self.uuid)
+        return self.server
+
+    def wait(self, check, what: str) -> Server:
+        settings = self.env.settings
+        return wait_for(check, what=what,
+                        timeout=settings.instance_recovery_timeout,
+                        interval=settings.poll_interval,
+                        clock=self.env.clock)
+
+
+def triage(server: Server, host: str, env: Env) -> str | None:
+    """Why the flow leaves ``server`` alone, or None when it restarts it."""
+    settings = env.settings
+    if server.vm_state in CHOSEN_VM_STATES:
+        return f"instance {server.id} is not restarted: " + (
+            CHOSEN_VM_STATES[server.vm_state])
+    if server.vm_state not in RESTARTABLE_VM_STATES:
+        return (f"instance {server.id} is not restarted: vm_state "
+                f"{server.vm_state!r} (only active, stopped or error "
+                f"instances are)")
+    if server.host != host:
+        return (f"instance {server.id} is no longer on {host} (Nova shows "
+                f"it on {server.host}): the event is stale")
+    if not settings.process_all_instances and not is_ha_enabled(
+            server, settings):
+        return (f"instance {server.id} is not HA-enabled (metadata "
+                f"{settings.ha_metadata_key} is not 'True') and "
+                f"[instance_failure] process_all_instances is false")
+    return None
+
+
+class Lock(base.Step):
+    name = "lock"
+
+    def execute(self, ctx: RestartContext) -> str:
+        reason = ctx.env.settings.instance_lock_reason
+        server = ctx.server
+        if ctx.locked_by_us:
+            return "already locked by an earlier run of recovery"
+        if server.locked:
+            # Someone else's lock: leave it, and never lift it.
+            LOG.info("Instance %s is locked by someone else (%s); leaving "
+                     "the lock", server.id, server.locked_reason)
+            return (f"locked by someone else ({server.locked_reason!r}): "
+                    f"that lock is kept")
+        ctx.nova.lock(ctx.uuid, reason)
+        ctx.locked_by_us = True
+        return "locked"
+
+
+class Stop(base.Step):
+    name = "stop"
+
+    def announce(self, ctx: RestartContext) -> str:
+        return ("waiting for any task of Nova's on the instance to end, "
+                "then stopping it if Nova still shows it running")
+
+    def execute(self, ctx: RestartContext) -> str:
+        server = ctx.wait(_idle(ctx), f"Nova's task on instance {ctx.uuid} "
+                                      f"to end")
+        # A task that just ended may have changed what the triage saw.
+        reason = triage(server, ctx.host, ctx.env)
+        if reason is not None:
+            raise exception.Ignored(reason)
+        if server.vm_state == "stopped":
+            return "Nova shows it stopped already"
+        if server.vm_state == "active" and ctx.started_before:
+            return "left running: an earlier attempt started it"
+        shown = server.vm_state
+        try:
+            ctx.nova.stop(ctx.uuid)
+        except exception.NovaConflict:
+            # Nova's own power-state sync may stop the crashed guest in
+            # the meantime; anything else is a real refusal.
+            current = ctx.refresh()
+            if not (current.vm_state == "stopped"
+                    or current.task_state == "powering-off"):
+                raise
+            LOG.info("Nova is stopping instance %s itself", ctx.uuid)
+        ctx.wait(_in_state(ctx, "stopped"), f"instance {ctx.uuid} to stop")
+        return f"stopped (Nova showed it {shown})"
+
+
+class Start(base.Step):
+    name = "start"
+
+    def execute(self, ctx: RestartContext) -> str:
+        server = ctx.refresh()
+        if server.vm_state == "active" and ctx.started_before:
+            return "already started by an earlier attempt"
+        try:
+            ctx.nova.start(ctx.uuid)
+        except exception.NovaConflict:
+            current = ctx.refresh()
+            if not (current.vm_state == "active"
+                    or current.task_state == "powering-on"):
+                raise
+            return "someone else started it meanwhile"
+        return "start accepted"
+
+
+class ConfirmActive(base.Step):
+    name = "confirm-active"
+
+    def announce(self, ctx: RestartContext) -> str:
+        return f"waiting for instance {ctx.uuid} to be ACTIVE"
+
+    def execute(self, ctx: RestartContext) -> str:
+        def active() -> Server | None:
+            server = ctx.refresh()
+            if server.vm_state == "error":
+                raise exception.InstanceRecoveryError(
+                    f"instance {ctx.uuid} went to error while starting: "
+                    f"{server.fault or 'Nova recorded no fault'}")
+            if server.task_state is not None:
+                return None
+            if server.vm_state == "stopped":
+                raise exception.InstanceRecoveryError(
+                    f"instance {ctx.uuid} did not start: Nova shows it "
+                    f"stopped again")
+            return server if server.vm_state == "active" else None
+
+        server = ctx.wait(active, f"instance {ctx.uuid} to be ACTIVE")
+        return f"ACTIVE on {server.host}"
+
+
+STEPS = (Lock, Stop, Start, ConfirmActive)
+
+
+def _idle(ctx: RestartContext):
+    def check() -> Server | None:
+        server = ctx.refresh()
+        return server if server.task_state is None else None
+    return check
+
+
+def _in_state(ctx: RestartContext, vm_state: str):
+    def check() -> Server | None:
+        server = ctx.refresh()
+        if server.vm_state == vm_state and server.task_state is None:
+            return server
+        return None
+    return check
+
+
+def restart_instance(env: Env, store: Store,
+                     notification: Notification) -> str:
+    """Restart the instance ``notification`` names; return what was done.
+
+    Raises ``GaveUp`` (crash loop, nothing asked of Nova), ``Ignored``
+    (nothing to do, with the reason), or another ``RecoveryError`` (worth
+    a retry) naming the step that failed.
+    """
+    uuid = notification.payload["instance_uuid"]
+    host = notification.hostname
+    settings = env.settings
+    _check_crash_loop(env, store, notification, uuid)
+    try:
+        server = env.nova.get_server(uuid)
+    except exception.NovaNotFound as exc:
+        raise exception.Ignored(
+            f"instance {uuid} no longer exists in Nova") from exc
+    ctx = RestartContext(
+        env=env, uuid=uuid, host=host, server=server,
+        # Locked with recovery's reason: a crashed run's lock, ours to lift.
+        locked_by_us=(server.locked and server.locked_reason
+                      == settings.instance_lock_reason),
+        started_before=_started_before(store, notification.uuid))
+    failure: BaseException | None = None
+    try:
+        reason = triage(server, host, env)
+        if reason is not None:
+            raise exception.Ignored(reason)
+        _check_compute_up(env, host, uuid)
+        base.run_steps([step() for step in STEPS], ctx,
+                       env.recorder.step_changed)
+    except BaseException as exc:
+        failure = exc
+        raise
+    finally:
+        if ctx.locked_by_us:
+            _unlock(ctx, failure)
+    kept = ""
+    if server.locked and server.locked_reason != (
+            settings.instance_lock_reason):
+        kept = f"; its lock ({server.locked_reason!r}) is kept"
+    return (f"instance {uuid} ({ctx.server.name}) restarted: ACTIVE on "
+            f"{ctx.server.host}{kept}")
+
+
+def _check_crash_loop(env: Env, store: Store, notification: Notification,
+                      uuid: str) -> None:
+    settings = env.settings
+    window = settings.restart_window
+    if window <= 0:
+        return
+    since = env.clock.now() - datetime.timedelta(seconds=window)
+    restarts = store.restarts_since(uuid, since,
+                                    excluding_uuid=notification.uuid)
+    if len(restarts) >= settings.max_restarts_per_window:
+        raise exception.GaveUp(
+            f"instance {uuid} was restarted {len(restarts)} times in the "
+            f"last {window:g} s (the last at {restarts[-1]:%H:%M:%S} UTC; "
+            f"[instance_failure] max_restarts_per_window is "
+            f"{settings.max_restarts_per_window}); not restarting again: "
+            f"investigate the guest")
+
+
+def _check_compute_up(env: Env, host: str, uuid: str) -> None:
+    """Nova stops and starts an instance through its host's nova-compute:
+    with that down, the request is lost and leaves a task stuck."""
+    service = env.nova.get_compute_service(host)
+    if service.state != "up":
+        raise exception.RecoveryError(
+            f"nova-compute on {host} is {service.state}"
+            f"{' (forced down)' if service.forced_down else ''}: instance "
+            f"{uuid} cannot be restarted there until it is up (a host "
+            f"failure recovery evacuates it if the host is dead)")
+
+
+def _started_before(store: Store, notification_uuid: str) -> bool:
+    return any(event.step == Start.name
+               and event.state == StepState.SUCCESS.value
+               for event in store.step_events(notification_uuid))
+
+
+def _unlock(ctx: RestartContext, failure: BaseException | None) -> None:
+    """Lift recovery's lock; a failure to is an error of the run."""
+    recorder = ctx.env.recorder
+    recorder.step_changed("unlock", StepState.RUNNING, "unlocking")
+    try:
+        ctx.nova.unlock(ctx.uuid)
+    except exception.RecoveryError as exc:
+        recorder.step_changed("unlock", StepState.FAILURE, str(exc))
+        LOG.error("Instance %s left locked: %s", ctx.uuid, exc)
+        done = ("the restart failed: " + str(failure) if failure is not None
+                else f"it is ACTIVE again on {ctx.server.host}")
+        raise exception.InstanceRecoveryError(
+            f"instance {ctx.uuid} is left locked, unlock failed: {exc}; "
+            f"{done}. The next attempt lifts the lock (or run 'openstack "
+            f"server unlock {ctx.uuid}')") from exc
+    ctx.locked_by_us = False
+    recorder.step_changed("unlock", StepState.SUCCESS, "unlocked")

@@ -6,6 +6,8 @@ segment`` would."""
 import datetime
 import json
 
+import pytest
+
 from recovery.db.store import open_store
 from tests.behaviour.checks import FAILED
 from tests.behaviour.checks import evacuations
@@ -13,8 +15,6 @@ from tests.behaviour.clouds import FakeCloud
 from tests.behaviour.clouds import Spec
 from tests.functional.cli_process import run_cli
 from tests.functional.cli_process import write_config
-
-import pytest
 
 NOW = datetime.datetime(2026, 11, 22, tzinfo=datetime.timezone.utc)
 

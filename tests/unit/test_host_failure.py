@@ -316,7 +316,8 @@ def test_dry_run_changes_nothing_and_plans():
     plan = {r.uuid: (r.outcome, r.reason) for r in report.instances}
     assert plan["a"] == (Outcome.PLANNED, "evacuate (auto)")
     assert plan["b"][0] is Outcome.SKIPPED
-    assert plan["c"] == (Outcome.PLANNED, "evacuate (auto), leave the existing lock")
+    assert plan["c"] == (Outcome.PLANNED,
+                         "evacuate (auto), leave the existing lock")
 
 
 def test_dry_run_still_refuses_a_live_host():

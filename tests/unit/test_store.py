@@ -273,12 +273,18 @@ def test_claim_takes_the_oldest_new_compute_host(store):
     assert stored.version == claimed.version == first.version + 1
 
 
-def test_claim_never_takes_vm_process_or_ignored(store):
-    add(store, type="VM", payload={"instance_uuid": "x",
-                                   "vir_domain_event": "STOPPED_FAILED",
-                                   "event": "LIFECYCLE"})
-    add(store, type="PROCESS",
-        payload={"process_name": "nova-compute", "event": "STOPPED"})
+def test_claim_takes_vm_and_process_notifications(store):
+    vm = add(store, type="VM", payload={"instance_uuid": "x",
+                                        "vir_domain_event": "STOPPED_FAILED",
+                                        "event": "LIFECYCLE"})
+    process = add(store, "compute-2", type="PROCESS",
+                  payload={"process_name": "nova-compute",
+                           "event": "STOPPED"})
+    assert claim(store, ME, NOW, LEASE).uuid == vm.uuid
+    assert claim(store, ME, NOW, LEASE).uuid == process.uuid
+
+
+def test_claim_never_takes_what_is_over(store):
     add(store, "compute-2", status=Status.IGNORED)
     add(store, "compute-3", status=Status.FINISHED)
     add(store, "compute-4", status=Status.FAILED)
