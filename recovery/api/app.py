@@ -38,7 +38,7 @@ def error(status: int, message: str) -> webob.Response:
     """An error in the shape OpenStack clients read."""
     names = {400: "badRequest", 404: "itemNotFound", 405: "notAllowed",
              409: "conflictingRequest", 413: "requestEntityTooLarge",
-             415: "unsupportedMediaType"}
+             415: "unsupportedMediaType", 503: "serviceUnavailable"}
     return webob.Response(
         status=status, content_type="application/json", charset="utf-8",
         json_body={names.get(status, "error"): {"code": status,
@@ -108,6 +108,10 @@ class NotificationAPI:
         self.max_body = max_body
         self.duplicate_window = duplicate_window
         self.on_stored = on_stored
+        # Here, not at the top: the segment handlers build on this module.
+        from recovery.api.segments import SegmentAPI
+
+        self.segments = SegmentAPI(store, check_host, clock, self._body)
 
     @webob.dec.wsgify
     def __call__(self, req: webob.Request) -> webob.Response:
@@ -136,6 +140,8 @@ class NotificationAPI:
         if (parts[:2] == ["v1", "notifications"] and len(parts) == 4
                 and parts[3] == "vmoves"):
             return self._only(req, "GET") or self.vmoves(parts[2])
+        if parts[:2] == ["v1", "segments"]:
+            return self.segments.route(req, parts[2:])
         return error(404, f"no resource at {req.path_info}")
 
     @staticmethod

@@ -6,9 +6,13 @@ from typing import Any
 
 import jsonschema
 
+from recovery.db.segments import RECOVERY_METHODS
+
 # \Z, not $: Python's $ also matches before a trailing newline.
+# A "description" is what an error says when the "pattern" fails.
 HOSTNAME = {"type": "string", "minLength": 1, "maxLength": 255,
-            "pattern": "^[a-zA-Z0-9-._]*\\Z"}
+            "pattern": "^[a-zA-Z0-9-._]*\\Z",
+            "description": "must be letters, digits, '-', '.' and '_' only"}
 EVENT = {"type": "string", "enum": ["STOPPED", "STARTED"]}
 
 PAYLOADS = {
@@ -64,6 +68,55 @@ CREATE = {
 }
 
 
+# Failover segments and hosts (Masakari's schemas; what Masakari requires
+# but this project can default, it accepts and defaults).
+# No leading or trailing white space: names are typed on command lines.
+NAME = {"type": "string", "minLength": 1, "maxLength": 255,
+        "pattern": "^\\S(.*\\S)?\\Z",
+        "description": "must have no white space at either end"}
+# Masakari's clients send booleans as JSON booleans or as strings.
+TRUE = frozenset({"true", "t", "yes", "y", "on", "1"})
+FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
+BOOLEAN = {"type": ["boolean", "string"],
+           "pattern": f"(?i)^({'|'.join(sorted(TRUE | FALSE))})\\Z",
+           "description": "must be a boolean (true or false)"}
+SEGMENT_FIELDS = {
+    "name": NAME,
+    "description": {"type": ["string", "null"], "maxLength": 255},
+    "recovery_method": {"type": "string", "enum": list(RECOVERY_METHODS)},
+    "service_type": NAME,
+    "enabled": BOOLEAN,
+}
+HOST_FIELDS = {
+    "name": HOSTNAME,
+    "type": NAME,
+    "control_attributes": {"type": "string", "maxLength": 255},
+    "reserved": BOOLEAN,
+    "on_maintenance": BOOLEAN,
+}
+
+
+def _resource(key: str, fields: dict[str, Any],
+              required: list[str]) -> dict[str, Any]:
+    """``{key: {...}}`` with only ``fields``; an update (no ``required``)
+    must change at least one."""
+    inner: dict[str, Any] = {"type": "object", "properties": fields,
+                             "additionalProperties": False}
+    if required:
+        inner["required"] = required
+    else:
+        inner["minProperties"] = 1
+    return {"type": "object", "properties": {key: inner},
+            "required": [key], "additionalProperties": False}
+
+
+SEGMENT_CREATE = _resource("segment", SEGMENT_FIELDS,
+                           ["name", "recovery_method"])
+SEGMENT_UPDATE = _resource("segment", SEGMENT_FIELDS, [])
+HOST_CREATE = _resource("host", HOST_FIELDS, ["name"])
+HOST_UPDATE = _resource("host", HOST_FIELDS, [])
+
+
 class Invalid(ValueError):
     """The body does not match the schema; the message names the field."""
 
@@ -74,7 +127,10 @@ def _check(schema: dict[str, Any], document: Any, where: str) -> None:
     error = jsonschema.exceptions.best_match(validator.iter_errors(document))
     if error is not None:
         path = ".".join([where, *(str(p) for p in error.absolute_path)])
-        raise Invalid(f"{path}: {error.message}")
+        message = error.message
+        if error.validator == "pattern" and "description" in error.schema:
+            message = f"{error.instance!r} {error.schema['description']}"
+        raise Invalid(f"{path}: {message}")
 
 
 def parse_time(value: str, field: str) -> datetime.datetime:
@@ -100,3 +156,34 @@ def notification(body: Any) -> dict[str, Any]:
     data["generated_time"] = parse_time(data["generated_time"],
                                         "notification.generated_time")
     return data
+
+
+def flag(value: bool | str, field: str) -> bool:
+    """A boolean from JSON or from a query string ('true', 'no', ...)."""
+    if isinstance(value, bool):
+        return value
+    if value.lower() in TRUE:
+        return True
+    if value.lower() in FALSE:
+        return False
+    raise Invalid(f"{field}: {value!r} is not a boolean (true or false)")
+
+
+def _fields(schema: dict[str, Any], body: Any, key: str) -> dict[str, Any]:
+    _check(schema, body, "body")
+    data = body[key]
+    for name in ("enabled", "reserved", "on_maintenance"):
+        if name in data:
+            data[name] = flag(data[name], f"{key}.{name}")
+    return data
+
+
+def segment(body: Any, *, create: bool) -> dict[str, Any]:
+    """The validated fields of a segment create or update."""
+    return _fields(SEGMENT_CREATE if create else SEGMENT_UPDATE, body,
+                   "segment")
+
+
+def host(body: Any, *, create: bool) -> dict[str, Any]:
+    """The validated fields of a host create or update."""
+    return _fields(HOST_CREATE if create else HOST_UPDATE, body, "host")

@@ -3,6 +3,8 @@
 import datetime
 from typing import Any
 
+from recovery.db.segments import Host
+from recovery.db.segments import Segment
 from recovery.db.store import Notification
 from recovery.db.store import StepEvent
 from recovery.results import InstanceResult
@@ -70,9 +72,46 @@ def vmove(notification_uuid: str, result: InstanceResult) -> dict[str, Any]:
         "start_time": timestamp(result.started_at),
         "end_time": timestamp(result.finished_at),
         "type": "evacuation",
+        # How dest_host was chosen: auto (the scheduler) or reserved_host.
+        "method": result.method,
         "status": status,
         "phase": result.phase.value,
         "original_state": result.original_state,
         "final_state": result.final_state,
         "message": result.reason,
+    }
+
+
+def segment(item: Segment) -> dict[str, Any]:
+    return {
+        "id": item.id,
+        "uuid": item.uuid,
+        "name": item.name,
+        "description": item.description,
+        "recovery_method": item.recovery_method,
+        "service_type": item.service_type,
+        "enabled": item.enabled,
+        "created_at": timestamp(item.created_at),
+        "updated_at": timestamp(item.updated_at),
+        "deleted": False,
+        "deleted_at": None,
+    }
+
+
+def host(item: Host, of: Segment) -> dict[str, Any]:
+    """``of`` is the host's segment, which Masakari shows in full."""
+    return {
+        "id": item.id,
+        "uuid": item.uuid,
+        "name": item.name,
+        "type": item.type,
+        "control_attributes": item.control_attributes,
+        "reserved": item.reserved,
+        "on_maintenance": item.on_maintenance,
+        "failover_segment_id": of.uuid,
+        "failover_segment": segment(of),
+        "created_at": timestamp(item.created_at),
+        "updated_at": timestamp(item.updated_at),
+        "deleted": False,
+        "deleted_at": None,
     }

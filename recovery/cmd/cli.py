@@ -1,10 +1,13 @@
 """``recovery``: the operator's command line.
 
-Exit codes: 0 every instance recovered (or nothing to do), 1 recovery
-failed (an instance failed, fencing failed, or Nova failed), 2 bad usage
-or config or an unknown host, 3 refused for safety (a host that
-heartbeats, one that another live process is recovering, a host return
-while guests still move away, or recovery disarmed).
+Exit codes: 0 every instance recovered (or nothing to do, or the edit
+made), 1 recovery failed (an instance failed, fencing failed, or Nova
+failed or could not be reached), 2 bad usage or config, an unknown host,
+segment or notification, invalid input, or a name already taken, 3
+refused for safety (a host that heartbeats, one that another live
+process is recovering, a host return while guests still move away,
+recovery disarmed, or a segment or host edit while one of the segment's
+hosts is being recovered).
 """
 
 import argparse
@@ -18,7 +21,9 @@ from oslo_log import log
 
 from recovery import conf as recovery_conf
 from recovery import exception
+from recovery.api import validation
 from recovery.cmd import output
+from recovery.cmd import segments
 from recovery.concurrency import Clock
 from recovery.db.store import Status
 from recovery.db.store import open_conf_store
@@ -26,6 +31,7 @@ from recovery.db.store import this_process
 from recovery.engine import runner
 from recovery.fencing import Fencing
 from recovery.fencing import load_fencing
+from recovery.flows import placement
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
 from recovery.flows.host_failure import recover_host
@@ -98,6 +104,7 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("uuid")
     show.add_argument("--format", choices=("table", "json"),
                       default="table")
+    segments.add_parsers(commands)
     return parser
 
 
@@ -121,10 +128,14 @@ def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     nova = load_nova(conf, clock)
     fencing = load_fencing(conf)
     if args.dry_run:
-        report = recover_host(
-            Env(nova=nova, clock=clock, settings=Settings.from_conf(conf),
-                recorder=output.ProgressPrinter()),
-            args.host, fencer=fencing.for_host(args.host), dry_run=True)
+        env = Env(nova=nova, clock=clock, settings=Settings.from_conf(conf),
+                  recorder=output.ProgressPrinter())
+        # No notification: the plan names the reserved hosts, takes none.
+        methods = placement.for_host(env, open_conf_store(conf), args.host,
+                                     notification_uuid="")
+        report = recover_host(env, args.host,
+                              fencer=fencing.for_host(args.host),
+                              dry_run=True, placement=methods)
     else:
         report = _recorded_run(conf, args.host, "STOPPED", nova, clock,
                                fencing).report
@@ -219,6 +230,12 @@ def notifications(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+def segments_and_hosts(conf: cfg.ConfigOpts,
+                       args: argparse.Namespace) -> int:
+    segments.run(conf, args)
+    return EXIT_OK
+
+
 def _fail(code: int, message: str) -> int:
     print(f"recovery: error: {message}", file=sys.stderr)
     return code
@@ -226,7 +243,8 @@ def _fail(code: int, message: str) -> int:
 
 COMMANDS = {"host-failure": host_failure, "host-return": host_return,
             "notifications": notifications, "disarm": set_arming,
-            "arm": set_arming, "status": status}
+            "arm": set_arming, "status": status,
+            "segment": segments_and_hosts, "host": segments_and_hosts}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -236,10 +254,12 @@ def main(argv: list[str] | None = None) -> int:
         conf = load_conf(args)
         return command(conf, args)
     except (exception.HostNotDown, exception.RecoveryInProgress,
-            exception.EvacuationsUnfinished, exception.Disarmed) as exc:
+            exception.EvacuationsUnfinished, exception.Disarmed,
+            exception.InUse) as exc:
         return _fail(EXIT_REFUSED, str(exc))
     except (cfg.Error, exception.ConfigError, exception.UnknownHost,
-            exception.NotFound) as exc:
+            exception.NotFound, exception.Duplicate,
+            validation.Invalid) as exc:
         return _fail(EXIT_USAGE, str(exc))
     except exception.NovaForbidden as exc:
         return _fail(EXIT_USAGE, f"{exc}. Check the [nova] credentials; "

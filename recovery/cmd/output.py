@@ -2,11 +2,14 @@
 
 import json
 import sys
+from typing import Any
 from typing import TextIO
 
 import prettytable
 
 from recovery.api import views
+from recovery.db.segments import Host
+from recovery.db.segments import Segment
 from recovery.db.store import Arming
 from recovery.db.store import Notification
 from recovery.db.store import StepEvent
@@ -49,7 +52,7 @@ def _seconds(result: InstanceResult) -> str:
 
 def render_table(report: HostReport) -> str:
     table = prettytable.PrettyTable(
-        ["Instance", "UUID", "Outcome", "From", "To", "State",
+        ["Instance", "UUID", "Outcome", "From", "To", "Method", "State",
          "Seconds", "Reason"])
     table.align = "l"
     for r in report.instances:
@@ -57,7 +60,8 @@ def render_table(report: HostReport) -> str:
         if r.final_state:
             state = f"{r.original_state} -> {r.final_state}"
         table.add_row([r.name, r.uuid, r.outcome.value if r.outcome else "",
-                       r.source_host, r.dest_host or "", state,
+                       r.source_host, r.dest_host or "", r.method or "",
+                       state,
                        _seconds(r), r.reason or ""])
     title = "Plan" if report.dry_run else "Results"
     return (f"{title} for host {report.host}: {report.summary()}\n"
@@ -111,3 +115,59 @@ def render_notification(item: Notification, steps: list[StepEvent],
     report = HostReport(item.hostname, item.created_at, instances=journal)
     lines.append(render_table(report))
     return "\n".join(lines)
+
+
+# Masakari's soft-delete fields: always the same here, not worth a row.
+_MASAKARI_ONLY = ("deleted", "deleted_at")
+
+
+def _record(fields: dict[str, Any]) -> str:
+    """One record as a Field/Value table, as openstack's CLI shows it."""
+    table = prettytable.PrettyTable(["Field", "Value"])
+    table.align = "l"
+    for key, value in fields.items():
+        if key not in _MASAKARI_ONLY:
+            table.add_row([key, "" if value is None else value])
+    return table.get_string()
+
+
+def render_segments(items: list[Segment], fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([views.segment(s) for s in items], indent=2)
+    table = prettytable.PrettyTable(
+        ["UUID", "Name", "Recovery method", "Service type", "Enabled",
+         "Description"])
+    table.align = "l"
+    for s in items:
+        table.add_row([s.uuid, s.name, s.recovery_method, s.service_type,
+                       s.enabled, s.description or ""])
+    return table.get_string()
+
+
+def render_segment(item: Segment, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps(views.segment(item), indent=2, sort_keys=True)
+    return _record(views.segment(item))
+
+
+def render_hosts(items: list[Host], segment: Segment, fmt: str) -> str:
+    if fmt == "json":
+        return json.dumps([views.host(h, segment) for h in items],
+                          indent=2)
+    table = prettytable.PrettyTable(
+        ["UUID", "Name", "Type", "Reserved", "On maintenance",
+         "Control attributes"])
+    table.align = "l"
+    for h in items:
+        table.add_row([h.uuid, h.name, h.type, h.reserved, h.on_maintenance,
+                       h.control_attributes])
+    return f"Hosts of failover segment {segment.name}:\n{table}"
+
+
+def render_host(item: Host, segment: Segment, fmt: str) -> str:
+    body = views.host(item, segment)
+    if fmt == "json":
+        return json.dumps(body, indent=2, sort_keys=True)
+    # The segment by name; 'recovery segment show' has the rest.
+    body["failover_segment"] = segment.name
+    return _record(body)

@@ -12,6 +12,7 @@ recoveries never take the same one.
 import dataclasses
 import datetime
 import uuid as uuidlib
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
@@ -105,8 +106,10 @@ class SegmentStore:
 
     @staticmethod
     def _segment(conn: Any, ident: str) -> Segment:
+        """By uuid, else by name (a uuid wins over a name like it)."""
         row = conn.execute(segments.select().where(sa.or_(
-            segments.c.uuid == ident, segments.c.name == ident))).first()
+            segments.c.uuid == ident, segments.c.name == ident)).order_by(
+                (segments.c.uuid == ident).desc())).first()
         if row is None:
             raise exception.NotFound(f"no failover segment {ident}")
         return _segment(row)
@@ -120,8 +123,8 @@ class SegmentStore:
             query = query.where(segments.c[key] == value)
         with self._tx() as conn:
             if marker is not None:
-                query = query.where(
-                    segments.c.id < self._segment(conn, marker).id)
+                query = query.where(segments.c.id < _marker_id(
+                    marker, lambda: self._segment(conn, marker).id))
             if limit is not None:
                 query = query.limit(limit)
             return [_segment(r) for r in conn.execute(query)]
@@ -202,7 +205,8 @@ class SegmentStore:
     def _host(conn: Any, segment: Segment, ident: str) -> Host:
         row = conn.execute(hosts.select().where(
             hosts.c.segment_uuid == segment.uuid,
-            sa.or_(hosts.c.uuid == ident, hosts.c.name == ident))).first()
+            sa.or_(hosts.c.uuid == ident, hosts.c.name == ident)).order_by(
+                (hosts.c.uuid == ident).desc())).first()
         if row is None:
             raise exception.NotFound(
                 f"no host {ident} in segment {segment.name}")
@@ -221,8 +225,8 @@ class SegmentStore:
             for key, value in (filters or {}).items():
                 query = query.where(hosts.c[key] == value)
             if marker is not None:
-                query = query.where(
-                    hosts.c.id < self._host(conn, segment, marker).id)
+                query = query.where(hosts.c.id < _marker_id(
+                    marker, lambda: self._host(conn, segment, marker).id))
             if limit is not None:
                 query = query.limit(limit)
             return [_host(r) for r in conn.execute(query)]
@@ -298,6 +302,14 @@ class SegmentStore:
                 hosts.c.uuid == host_uuid,
                 hosts.c.claimed_by == notification_uuid).values(
                     reserved=True, claimed_by=None, updated_at=now))
+
+
+def _marker_id(marker: str, lookup: Callable[[], int]) -> int:
+    """A page marker: the id of the last item seen (what openstacksdk
+    sends), or its uuid or name."""
+    if marker.isascii() and marker.isdigit() and int(marker) < 2 ** 63:
+        return int(marker)
+    return lookup()
 
 
 def _only(changes: dict[str, Any], allowed: frozenset[str]) -> None:

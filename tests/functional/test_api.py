@@ -583,7 +583,7 @@ def test_vmoves_map_the_journal(api, four):
     "/v1/notifications/6f1d7a3e-0000-0000-0000-000000000000/vmoves",
     "/v1/notifications/x/y",
     "/v2/notifications",
-    "/v1/segments",
+    "/v1/segments/x/hosts/y/z",
 ])
 def test_unknown_resources_are_404(api, path):
     reply = api.get(path)
