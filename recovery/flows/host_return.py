@@ -123,7 +123,10 @@ class Enable(base.Step):
         service = nova.get_compute_service(ctx.host)
         if service.status == "enabled":
             return "already enabled"
-        if service.disabled_reason != settings.disable_reason:
+        # Recovery's own: a host failure's, or a process failure's that
+        # the host failure found (its nova-compute is running again).
+        ours = (settings.disable_reason, settings.process_disable_reason)
+        if service.disabled_reason not in ours:
             return (f"left disabled: it was disabled for another reason "
                     f"({service.disabled_reason!r}); enable it yourself "
                     f"when that is resolved")

@@ -114,3 +114,14 @@ def test_a_host_disabled_for_another_reason_stays_disabled():
     assert order(nova) == [("restart", HOST), ("force_down", HOST)]
     assert nova.services[HOST].status == "disabled"
     assert message.endswith("disabled")
+
+
+def test_a_host_disabled_by_a_process_failure_is_enabled():
+    """A process failure disabled it, then the host failed: once back,
+    its nova-compute runs again, so recovery's disable is lifted."""
+    reason = make_env(MemoryNova()).settings.process_disable_reason
+    nova = ReturningNova(disabled_reason=reason)
+    host_return.return_host(make_env(nova), HOST)
+    assert order(nova) == [("restart", HOST), ("force_down", HOST),
+                           ("enable", HOST)]
+    assert nova.services[HOST].status == "enabled"
