@@ -88,9 +88,6 @@ class Auto:
     def timed_out(self, target: Target) -> None:
         """Nothing to leave: the scheduler avoids what it must."""
 
-    def why_none(self) -> str:
-        return ""
-
     def describe(self) -> str:
         return "the scheduler picks"
 

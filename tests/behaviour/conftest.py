@@ -11,6 +11,7 @@ import pytest
 
 from tests.behaviour.clouds import FakeCloud
 from tests.behaviour.clouds import RealCloud
+from tests.functional.engine_process import EngineProcess
 
 NOVA_MISSING = importlib.util.find_spec("nova") is None  # never import it
 
@@ -26,3 +27,23 @@ def cloud(request):
     cloud = request.param()
     yield cloud
     cloud.close()
+
+
+POLL = 0.2
+
+
+@pytest.fixture
+def engine_for(tmp_path):
+    """Start ``recovery-engine`` against a cloud; stopped at the end."""
+    engines = []
+
+    def start(cloud, threads=3, extra=""):
+        engine = EngineProcess(tmp_path, cloud.endpoint, threads=threads,
+                               extra=extra, poll_interval=POLL)
+        engines.append(engine)
+        engine.start()
+        return engine
+
+    yield start
+    for engine in engines:
+        engine.close()

@@ -2,31 +2,13 @@
 against both Novas: a crashed HA instance is started again where it is.
 """
 
-import pytest
 
 from tests.behaviour.checks import FAILED
 from tests.behaviour.checks import actions
 from tests.behaviour.clouds import Spec
 from tests.fakenova.server import wait_until
-from tests.functional.test_engine_flows import FlowEngine
 
-POLL = 0.2
 DONE = ("finished", "error", "failed", "ignored")
-
-
-@pytest.fixture
-def engine_for(tmp_path):
-    engines = []
-
-    def start(cloud):
-        engine = FlowEngine(tmp_path, cloud.endpoint, poll_interval=POLL)
-        engines.append(engine)
-        engine.start()
-        return engine
-
-    yield start
-    for engine in engines:
-        engine.close()
 
 
 def test_crashed_instances_are_restarted_on_their_host(cloud, engine_for):

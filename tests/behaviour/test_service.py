@@ -1,7 +1,6 @@
 """``recovery-engine`` against both Novas: a notification is recovered,
 and a killed engine resumes without evacuating anything twice."""
 
-import pytest
 
 from tests.behaviour.checks import FAILED
 from tests.behaviour.checks import MIX
@@ -11,26 +10,7 @@ from tests.behaviour.checks import evacuations
 from tests.behaviour.checks import mutations
 from tests.behaviour.clouds import Spec
 from tests.functional.engine_process import LOCK_REASON
-from tests.functional.engine_process import EngineProcess
 from tests.functional.engine_process import wait_until
-
-POLL = 0.2
-
-
-@pytest.fixture
-def engine_for(tmp_path):
-    engines = []
-
-    def start(cloud, threads=3, extra=""):
-        engine = EngineProcess(tmp_path, cloud.endpoint, threads=threads,
-                               extra=extra, poll_interval=POLL)
-        engines.append(engine)
-        engine.start()
-        return engine
-
-    yield start
-    for engine in engines:
-        engine.close()
 
 
 def test_notification_recovers_the_mix(cloud, engine_for):

@@ -13,6 +13,8 @@ import urllib.error
 import urllib.request
 from typing import Any
 
+from recovery.db.store import Store
+from recovery.db.store import open_store
 from tests.fakenova import server as fakenova_server
 from tests.functional.cli_process import LOCK_REASON
 
@@ -126,17 +128,37 @@ class EngineProcess:
         except urllib.error.HTTPError as exc:
             return exc.code, json.loads(exc.read() or b"null")
 
+    def post(self, type: str, host: str, payload: dict,
+             generated: str = "2026-11-22T10:00:00") -> str:
+        """Send a notification; its uuid (it must be accepted)."""
+        status, body = self.request("POST", "/v1/notifications", {
+            "notification": {"type": type, "hostname": host,
+                             "generated_time": generated,
+                             "payload": payload}})
+        assert status == 202, body
+        return body["notification"]["notification_uuid"]
+
     def post_host_down(self, host: str, generated: str = "2026-11-22T10:00:00",
                        event: str = "STOPPED") -> str:
         cluster = "ONLINE" if event == "STARTED" else "OFFLINE"
-        status, body = self.request("POST", "/v1/notifications", {
-            "notification": {
-                "type": "COMPUTE_HOST", "hostname": host,
-                "generated_time": generated,
-                "payload": {"event": event, "host_status": "NORMAL",
-                            "cluster_status": cluster}}})
-        assert status == 202, body
-        return body["notification"]["notification_uuid"]
+        return self.post("COMPUTE_HOST", host, {
+            "event": event, "host_status": "NORMAL",
+            "cluster_status": cluster}, generated)
+
+    def post_vm(self, uuid: str, host: str,
+                generated: str = "2026-11-22T10:00:00") -> str:
+        return self.post("VM", host, {
+            "instance_uuid": uuid, "event": "LIFECYCLE",
+            "vir_domain_event": "STOPPED_FAILED"}, generated)
+
+    def post_process(self, event: str, host: str,
+                     generated: str = "2026-11-22T10:00:00") -> str:
+        return self.post("PROCESS", host, {
+            "process_name": "nova-compute", "event": event}, generated)
+
+    def store(self) -> Store:
+        """The engine's store, to read (and seed) what it records."""
+        return open_store(f"sqlite:///{self.workdir}/r.sqlite")
 
     def notification(self, uuid: str) -> dict[str, Any]:
         return self.request("GET", f"/v1/notifications/{uuid}")[1][

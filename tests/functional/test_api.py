@@ -829,8 +829,9 @@ def test_keystone_headers_from_the_caller_are_not_trusted(keystone_api):
 
 
 # -- openstacksdk, unmodified ------------------------------------------------
-@pytest.fixture
-def sdk(token_api, monkeypatch):
+def openstack_client(port: int, monkeypatch: Any) -> Any:
+    """An unmodified openstacksdk connection to the API on ``port``,
+    with the token, and no ``OS_*`` settings of the environment."""
     import os
 
     from openstack import connection
@@ -838,11 +839,16 @@ def sdk(token_api, monkeypatch):
     for name in list(os.environ):
         if name.startswith("OS_"):
             monkeypatch.delenv(name)
-    endpoint = f"http://127.0.0.1:{token_api.port}/v1"
-    conn = connection.Connection(
+    endpoint = f"http://127.0.0.1:{port}/v1"
+    return connection.Connection(
         auth_type="admin_token",
         auth={"endpoint": endpoint, "token": TOKEN},
         instance_ha_endpoint_override=endpoint)
+
+
+@pytest.fixture
+def sdk(token_api, monkeypatch):
+    conn = openstack_client(token_api.port, monkeypatch)
     yield conn
     conn.close()
 

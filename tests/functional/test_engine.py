@@ -4,29 +4,10 @@ against the fake Nova, what it tells systemd, and its signals."""
 import collections
 import signal
 
-import pytest
-
-from tests.fakenova import FakeNova
 from tests.functional.engine_process import LOCK_REASON
-from tests.functional.engine_process import EngineProcess
 from tests.functional.engine_process import wait_until
 
 HOST = "compute-1"
-
-
-@pytest.fixture
-def nova():
-    with FakeNova(evacuation_latency=0.3) as fake:
-        for host in ("compute-1", "compute-2", "compute-3", "compute-4"):
-            fake.add_compute(host)
-        yield fake
-
-
-@pytest.fixture
-def engine(nova, tmp_path):
-    process = EngineProcess(tmp_path, nova.endpoint)
-    yield process
-    process.close()
 
 
 def add_servers(nova, host, count, prefix="vm"):

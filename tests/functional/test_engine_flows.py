@@ -5,12 +5,7 @@ the flows against the fake Nova.
 
 import datetime
 
-import pytest
-
-from recovery.db.store import open_store
-from tests.fakenova import FakeNova
 from tests.functional.engine_process import LOCK_REASON
-from tests.functional.engine_process import EngineProcess
 
 HOST = "compute-1"
 HA = {"HA_Enabled": "True"}
@@ -18,48 +13,6 @@ INSTANCE_LOCK_REASON = "Locked by recovery: instance-failure restart"
 PROCESS_REASON = ("Process failure: nova-compute stopped; disabled by "
                   "recovery")
 HOST_FAILURE_REASON = "Host failure: disabled by recovery"
-
-
-class FlowEngine(EngineProcess):
-    """The engine process, with VM and PROCESS notifications to post."""
-
-    def post(self, type: str, host: str, payload: dict,
-             generated: str = "2026-11-22T10:00:00") -> str:
-        status, body = self.request("POST", "/v1/notifications", {
-            "notification": {"type": type, "hostname": host,
-                             "generated_time": generated,
-                             "payload": payload}})
-        assert status == 202, body
-        return body["notification"]["notification_uuid"]
-
-    def post_vm(self, uuid: str, host: str = HOST,
-                generated: str = "2026-11-22T10:00:00") -> str:
-        return self.post("VM", host, {
-            "instance_uuid": uuid, "event": "LIFECYCLE",
-            "vir_domain_event": "STOPPED_FAILED"}, generated)
-
-    def post_process(self, event: str, host: str = HOST,
-                     generated: str = "2026-11-22T10:00:00") -> str:
-        return self.post("PROCESS", host, {
-            "process_name": "nova-compute", "event": event}, generated)
-
-    def store(self):
-        return open_store(f"sqlite:///{self.workdir}/r.sqlite")
-
-
-@pytest.fixture
-def nova():
-    with FakeNova(evacuation_latency=0.3) as fake:
-        for host in ("compute-1", "compute-2", "compute-3", "compute-4"):
-            fake.add_compute(host)
-        yield fake
-
-
-@pytest.fixture
-def engine(nova, tmp_path):
-    process = FlowEngine(tmp_path, nova.endpoint)
-    yield process
-    process.close()
 
 
 def now():
@@ -86,7 +39,7 @@ def steps(notification):
 def test_a_crashed_instance_is_restarted(nova, engine):
     uuid = nova.add_server("vm", HOST, vm_state="stopped", metadata=HA)
     engine.start()
-    notification = engine.post_vm(uuid)
+    notification = engine.post_vm(uuid, HOST)
     done = engine.wait_status(notification, "finished", "error", "failed",
                               "ignored")
     assert done["status"] == "finished", done["message"]
@@ -106,7 +59,7 @@ def test_an_instance_nova_still_shows_active_is_stopped_then_started(
         nova, engine):
     uuid = nova.add_server("vm", HOST, metadata=HA)
     engine.start()
-    done = engine.wait_status(engine.post_vm(uuid), "finished", "error",
+    done = engine.wait_status(engine.post_vm(uuid, HOST), "finished", "error",
                               "failed", "ignored")
     assert done["status"] == "finished", done["message"]
     assert server_actions(nova, uuid) == ["lock", "os-stop", "os-start",
@@ -119,12 +72,12 @@ def test_a_crash_loop_ends_failed_without_touching_nova(nova, engine):
     engine.start()
     for hour in range(10, 13):
         done = engine.wait_status(
-            engine.post_vm(uuid, generated=f"2026-11-22T{hour}:00:00"),
+            engine.post_vm(uuid, HOST, generated=f"2026-11-22T{hour}:00:00"),
             "finished", "error", "failed", "ignored")
         assert done["status"] == "finished", done["message"]
     before = len(mutations(nova))
     looped = engine.wait_status(
-        engine.post_vm(uuid, generated="2026-11-22T13:00:00"),
+        engine.post_vm(uuid, HOST, generated="2026-11-22T13:00:00"),
         "finished", "error", "failed", "ignored")
     assert looped["status"] == "failed"
     assert (f"instance {uuid} was restarted 3 times in the last 3600 s"
@@ -139,7 +92,7 @@ def test_a_crash_loop_ends_failed_without_touching_nova(nova, engine):
 def test_a_paused_instance_is_ignored(nova, engine):
     uuid = nova.add_server("vm", HOST, vm_state="paused", metadata=HA)
     engine.start()
-    done = engine.wait_status(engine.post_vm(uuid), "finished", "error",
+    done = engine.wait_status(engine.post_vm(uuid, HOST), "finished", "error",
                               "failed", "ignored")
     assert done["status"] == "ignored"
     assert "is paused" in done["message"]
@@ -150,7 +103,7 @@ def test_a_paused_instance_is_ignored(nova, engine):
 def test_an_instance_that_is_not_ha_enabled_is_ignored(nova, engine):
     uuid = nova.add_server("vm", HOST, vm_state="stopped")
     engine.start()
-    done = engine.wait_status(engine.post_vm(uuid), "finished", "error",
+    done = engine.wait_status(engine.post_vm(uuid, HOST), "finished", "error",
                               "failed", "ignored")
     assert done["status"] == "ignored"
     assert "not HA-enabled" in done["message"]
@@ -161,7 +114,7 @@ def test_an_instance_that_is_not_ha_enabled_is_ignored(nova, engine):
 def test_process_stopped_then_started(nova, engine):
     engine.start()
     nova.fail_host(HOST)
-    stopped = engine.wait_status(engine.post_process("STOPPED"),
+    stopped = engine.wait_status(engine.post_process("STOPPED", HOST),
                                  "finished", "error", "failed", "ignored")
     assert stopped["status"] == "finished", stopped["message"]
     service = nova.service(HOST)
@@ -172,7 +125,7 @@ def test_process_stopped_then_started(nova, engine):
 
     nova.restore_host(HOST)
     started = engine.wait_status(
-        engine.post_process("STARTED", generated="2026-11-22T10:05:00"),
+        engine.post_process("STARTED", HOST, generated="2026-11-22T10:05:00"),
         "finished", "error", "failed", "ignored")
     assert started["status"] == "finished", started["message"]
     assert started["message"].endswith("nova-compute service enabled")
@@ -207,7 +160,7 @@ def test_a_host_failure_after_a_process_failure_still_evacuates(
                                        now=now())
         store.create_host(segment.uuid, name=HOST, now=now())
         nova.fail_host(HOST)
-        process = engine.wait_status(engine.post_process("STOPPED"),
+        process = engine.wait_status(engine.post_process("STOPPED", HOST),
                                      "finished", "error", "failed",
                                      "ignored")
         assert process["status"] == "finished", process["message"]

@@ -19,6 +19,7 @@ from tests.functional.test_api import Reply
 from tests.functional.test_api import api_conf
 from tests.functional.test_api import make_api
 from tests.functional.test_api import notification
+from tests.functional.test_api import openstack_client
 from tests.functional.test_api import request
 from tests.functional.test_api import serving
 
@@ -573,22 +574,11 @@ def test_segments_need_the_token(store, tmp_path):
 # -- openstacksdk, unmodified ------------------------------------------------
 @pytest.fixture
 def sdk(store, tmp_path, monkeypatch):
-    import os
-
-    from openstack import connection
-
-    for name in list(os.environ):
-        if name.startswith("OS_"):
-            monkeypatch.delenv(name)
     path = tmp_path / "token"
     path.write_text(TOKEN)
     conf = api_conf(auth_strategy="token", token_file=str(path))
     with serving(auth.protect(make_api(store, Hosts(), []), conf)) as port:
-        endpoint = f"http://127.0.0.1:{port}/v1"
-        conn = connection.Connection(
-            auth_type="admin_token",
-            auth={"endpoint": endpoint, "token": TOKEN},
-            instance_ha_endpoint_override=endpoint)
+        conn = openstack_client(port, monkeypatch)
         yield conn
         conn.close()
 
