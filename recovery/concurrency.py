@@ -1,14 +1,15 @@
 """Time and concurrency for the whole project.
 
 This is the only module that imports eventlet. Entry points call
-``monkey_patch()`` before anything else; every other module asks this one
-for a clock and a task pool. A process that was not monkey-patched (the
-unit tests) gets plain threads, and moving away from eventlet means
-changing this file only.
+``monkey_patch()`` first thing in ``main()``; every other module asks this
+one for a clock, a task pool, locks and events. A process that was not
+monkey-patched (the unit tests) gets plain threads, and moving away from
+eventlet means changing this file only.
 """
 
 import dataclasses
 import datetime
+import os
 import time
 import warnings
 from collections.abc import Callable
@@ -17,16 +18,22 @@ from typing import Any
 from typing import Protocol
 
 # The project is built on eventlet on purpose (see README); its deprecation
-# notice would print on every operator command.
-warnings.filterwarnings("ignore", message=r"(?s).*Eventlet is deprecated")
-
-import eventlet  # noqa: E402
-import eventlet.patcher  # noqa: E402
+# notice, given once when eventlet is imported, would print on every
+# operator command. Silenced for that import only: the process's own
+# warning filters stay as they were.
+with warnings.catch_warnings():
+    warnings.filterwarnings("ignore", message=r"(?s).*Eventlet is deprecated")
+    import eventlet
+    import eventlet.patcher
+    from eventlet.support import greenlets
 
 
 def monkey_patch() -> None:
     """Make the process green. Call it first thing in an entry point."""
     eventlet.monkey_patch()
+    # psycopg waits on its socket in C unless told otherwise (it detects
+    # gevent, not eventlet): every query would stop every green thread.
+    os.environ.setdefault("PSYCOPG_WAIT_FUNC", "wait_select")
 
 
 def is_green() -> bool:
@@ -113,6 +120,42 @@ def task_pool(size: int) -> TaskPool:
     return GreenTaskPool(size) if is_green() else ThreadTaskPool(size)
 
 
+class TaskLocal:
+    """A value of the running task alone (its green thread's when
+    patched)."""
+
+    def __init__(self) -> None:
+        # Imported late for the same reason as in ThreadTaskPool.
+        import threading
+
+        self._local = threading.local()
+
+    def get(self) -> Any:
+        return getattr(self._local, "value", None)
+
+    def set(self, value: Any) -> None:
+        self._local.value = value
+
+
+class Lock:
+    """Mutual exclusion between tasks, as a context manager; green when
+    patched. A real lock in a green process would block every green
+    thread while one waits on it."""
+
+    def __init__(self) -> None:
+        # Imported late for the same reason as in ThreadTaskPool.
+        import threading
+
+        self._lock = threading.Lock()
+
+    def __enter__(self) -> "Lock":
+        self._lock.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._lock.release()
+
+
 class Event:
     """A flag threads wait on, with a timeout; green when patched."""
 
@@ -156,15 +199,38 @@ def spawn(fn: Callable[..., Any], *args: Any) -> Task:
     return Task(fn, *args)
 
 
+class WSGIServer:
+    """A running HTTP server (``serve_wsgi``'s), to stop when done."""
 
-def serve_wsgi(host: str, port: int, app: Any,
-               log: Any) -> tuple[Task, int]:
+    def __init__(self, sock: Any, thread: Any):
+        self._sock = sock
+        self._thread = thread
+        self.port: int = sock.getsockname()[1]
+
+    def stop(self, timeout: float) -> bool:
+        """Stop listening, then let the requests in flight end, up to
+        ``timeout`` seconds. True if they all ended."""
+        # The server stops accepting, closes its idle connections and
+        # waits for the busy ones; closing the socket here refuses new
+        # connections at once, even while it waits.
+        self._thread.kill()
+        self._sock.close()
+        with eventlet.Timeout(timeout, False):
+            try:
+                self._thread.wait()
+            except greenlets.GreenletExit:
+                pass    # how kill() ends it: a normal end
+            return True
+        return False
+
+
+def serve_wsgi(host: str, port: int, app: Any, log: Any) -> WSGIServer:
     """Listen on ``host:port`` and serve ``app`` on a green thread; call
-    it in a monkey-patched process. Returns the serving task and the bound
-    port (``port`` 0 picks a free one). Raises OSError if it cannot bind.
+    it in a monkey-patched process. ``port`` 0 picks a free one (the
+    server's ``port``). Raises OSError if it cannot bind.
     """
     import eventlet.wsgi
 
     sock = eventlet.listen((host, port))
-    task = spawn(eventlet.wsgi.server, sock, app, log)
-    return task, sock.getsockname()[1]
+    return WSGIServer(sock, eventlet.spawn(eventlet.wsgi.server, sock, app,
+                                           log))

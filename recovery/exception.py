@@ -114,3 +114,23 @@ class EvacuationFailed(InstanceRecoveryError):
     def __init__(self, message: str, *, no_valid_host: bool):
         super().__init__(message)
         self.no_valid_host = no_valid_host
+
+
+class SchemaMismatch(ConfigError):
+    """A shared database's schema is not this version's: it needs
+    'recovery db upgrade', or this controller needs upgrading."""
+
+
+class StoreError(RecoveryError):
+    """The store's database refused or failed an operation."""
+
+
+class StoreUnavailable(StoreError):
+    """The store's database cannot be reached, is locked, or timed out:
+    worth another try once it is back."""
+
+
+class LeaseLost(Interrupted):
+    """This process no longer owns the run: its lease ran out (it froze,
+    or lost the database) or another engine took the run over. It must
+    not touch Nova for that run again."""

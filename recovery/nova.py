@@ -21,6 +21,7 @@ keystoneauth1's own connection retries are off, because they would also
 repeat a POST whose response was lost.
 """
 
+import copy
 import logging
 import urllib.parse
 from collections.abc import Callable
@@ -34,6 +35,7 @@ from novaclient import client as nova_client
 from novaclient import exceptions as nova_exc
 from oslo_config import cfg
 
+from recovery import concurrency
 from recovery import exception
 from recovery.concurrency import Clock
 from recovery.models import Aggregate
@@ -52,12 +54,14 @@ T = TypeVar("T")
 def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
               timeout: float | None = None,
               retries: int | None = None,
-              rate: float | None = None) -> "Nova":
+              rate: float | None = None,
+              user_agent: str = "recovery") -> "Nova":
     """Build the facade from ``[nova]``: one keystoneauth1 session, whose
     every HTTP request waits its turn under one rate limiter.
 
     ``timeout``, ``retries`` and ``rate`` override ``[nova]`` for callers
-    that must answer quickly (the API's host check).
+    that must answer quickly (the API's host check). ``user_agent`` tells
+    Nova's logs which process sent each request.
     """
     group = conf[GROUP]
     overrides = {} if timeout is None else {"timeout": timeout}
@@ -87,7 +91,7 @@ def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
         endpoint_type=group.valid_interfaces,
         region_name=group.region_name,
         service_type=group.service_type,
-        service_name=group.service_name,
+        service_name=group.service_name, user_agent=user_agent,
         connect_retries=0, status_code_retries=0)
     return Nova(client, clock=clock,
                 retries=group.api_retries if retries is None else retries)
@@ -110,6 +114,11 @@ class RateLimitedSession(ks_session.Session):
 
     def request(self, url: str, method: str, **kwargs: Any) -> Any:
         self._limiter.acquire()
+        # A run's lease may have been lost while this request queued (the
+        # process froze, say): it is not sent then.
+        guard = _GUARD.get()
+        if guard is not None:
+            guard()
         return super().request(url, method, **kwargs)
 
 
@@ -145,6 +154,14 @@ def _translate(what: str, exc: Exception) -> exception.RecoveryError:
     return exception.NovaError(f"failed to {what}: {exc}")
 
 
+def _no_guard() -> None:
+    pass
+
+
+# The guard of the Nova call the running task is making, if any.
+_GUARD = concurrency.TaskLocal()
+
+
 class Nova:
     """Every Nova call of the project, with timeouts and error translation.
 
@@ -156,6 +173,15 @@ class Nova:
         self._client = client
         self._retries = retries
         self._clock = clock
+        self._guard: Callable[[], None] = _no_guard
+
+    def guarded(self, guard: Callable[[], None]) -> "Nova":
+        """The same facade (session, rate limit), calling ``guard`` before
+        every request it sends: a run's Nova, which stops the moment the
+        run's lease is lost (``guard`` raises)."""
+        clone = copy.copy(self)
+        clone._guard = guard
+        return clone
 
     @property
     def retries(self) -> int:
@@ -166,6 +192,10 @@ class Nova:
               safe: bool = True, **kwargs: Any) -> T:
         attempt = 0
         while True:
+            self._guard()
+            # Checked again by the session once the request has waited
+            # its turn, just before it is sent.
+            _GUARD.set(self._guard)
             try:
                 return fn(*args, **kwargs)
             except (nova_exc.ClientException, ks_exc.ClientException) as exc:
@@ -173,6 +203,8 @@ class Nova:
                 if not (safe and isinstance(error, exception.NovaError)
                         and error.uncertain and attempt < self._retries):
                     raise error from exc
+            finally:
+                _GUARD.set(None)
             attempt += 1
             delay = min(0.5 * 2 ** attempt, 5.0)
             LOG.warning("Retrying in %.1fs (%d/%d): %s", delay, attempt,

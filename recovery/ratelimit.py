@@ -5,9 +5,8 @@ requests would all land on the Nova API together. Requests over the cap
 wait their turn, in the order they asked; none is refused or dropped.
 """
 
-import threading
-
 from recovery.concurrency import Clock
+from recovery.concurrency import Lock
 
 
 class RateLimiter:
@@ -23,7 +22,7 @@ class RateLimiter:
             raise ValueError(f"rate must be >= 0, not {rate}")
         self._interval = 1.0 / rate if rate else 0.0
         self._clock = clock
-        self._lock = threading.Lock()
+        self._lock = Lock()
         self._next_slot: float | None = None
 
     def acquire(self) -> float:

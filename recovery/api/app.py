@@ -17,11 +17,13 @@ from recovery import exception
 from recovery.api import validation
 from recovery.api import views
 from recovery.concurrency import Clock
+from recovery.db.notifications import SORT_KEYS
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
-from recovery.db.store import SORT_KEYS
-from recovery.db.store import Status
 from recovery.db.store import Store
+from recovery.notification import Kind
+from recovery.notification import Status
+from recovery.notification import classify
 
 LOG = logging.getLogger(__name__)
 
@@ -55,12 +57,11 @@ def respond(status: int, body: dict[str, Any]) -> webob.Response:
 VM_EVENTS = {("LIFECYCLE", "STOPPED_FAILED"), ("IO_ERROR", "IO_ERROR_REPORT")}
 
 
-def initial_status(data: dict[str, Any],
+def initial_status(kind: Kind, payload: dict[str, Any],
                    record: tuple[Host, Segment] | None
                    ) -> tuple[Status, str | None]:
     """``new`` for what the engine acts on; ``ignored`` with the reason
     for what it does not. ``record`` is the host's segment entry."""
-    payload, kind = data["payload"], data["type"]
     if record is not None:
         host, segment = record
         if not segment.enabled:
@@ -73,7 +74,7 @@ def initial_status(data: dict[str, Any],
                 f"{segment.name}: recovery leaves it alone until "
                 f"'recovery host update {segment.name} {host.name} "
                 f"--no-maintenance'")
-    if kind == "VM":
+    if kind is Kind.INSTANCE:
         pair = (payload["event"].upper(), payload["vir_domain_event"])
         if pair not in VM_EVENTS:
             return Status.IGNORED, (
@@ -81,13 +82,13 @@ def initial_status(data: dict[str, Any],
                 f"is not an instance failure recovery acts on (only "
                 f"{', '.join(sorted('/'.join(p) for p in VM_EVENTS))})")
         return Status.NEW, None
-    if kind == "PROCESS":
+    if kind is Kind.PROCESS:
         if payload["process_name"] != "nova-compute":
             return Status.IGNORED, (
                 f"process {payload['process_name']} is not nova-compute: "
                 f"recovery acts only on nova-compute process failures")
         return Status.NEW, None
-    if payload["event"] == "STARTED":
+    if kind is Kind.HOST_RETURN:
         # The host return waits for the host's own heartbeats.
         return Status.NEW, None
     if payload.get("host_status") != "NORMAL":
@@ -120,6 +121,11 @@ class NotificationAPI:
             return self._route(req, parts)
         except exception.NotFound as exc:
             return error(404, str(exc))
+        except exception.StoreUnavailable as exc:
+            # Nothing was stored: the monitor must send it again.
+            LOG.error("Answering 503: %s", exc)
+            return error(503, f"the store cannot be reached; nothing was "
+                              f"stored, try again: {exc}")
         except UnicodeDecodeError:
             # webob decodes the path and the query string lazily.
             return error(400, "the request URL is not valid UTF-8")
@@ -175,11 +181,12 @@ class NotificationAPI:
             return error(exc.status, exc.message)
         except validation.Invalid as exc:
             return error(400, str(exc))
+        kind = classify(data["type"], data["payload"])
         status, reason = initial_status(
-            data, self.store.host_record(data["hostname"]))
+            kind, data["payload"], self.store.host_record(data["hostname"]))
         try:
             stored = self.store.add(
-                type=data["type"], hostname=data["hostname"],
+                type=data["type"], kind=kind, hostname=data["hostname"],
                 generated_time=data["generated_time"],
                 payload=data["payload"], origin="api", status=status,
                 message=reason or note, source_host_uuid=source_host_uuid,

@@ -5,8 +5,8 @@ from typing import Any
 
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
-from recovery.db.store import Notification
-from recovery.db.store import StepEvent
+from recovery.notification import Notification
+from recovery.notification import StepEvent
 from recovery.results import InstanceResult
 from recovery.results import Outcome
 from recovery.results import Phase

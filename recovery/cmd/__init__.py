@@ -1,9 +1,6 @@
 """Entry points.
 
-Importing this package makes the process green, before anything imports
-socket or threading; nothing outside ``recovery.cmd`` monkey-patches.
+Each ``main()`` monkey-patches the process first thing, then imports the
+rest; importing this package, or an entry point's module, patches nothing
+(the unit tests stay on plain threads).
 """
-
-from recovery import concurrency
-
-concurrency.monkey_patch()

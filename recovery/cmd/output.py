@@ -8,11 +8,12 @@ from typing import TextIO
 import prettytable
 
 from recovery.api import views
+from recovery.db.control import Arming
+from recovery.db.control import EngineRecord
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
-from recovery.db.store import Arming
-from recovery.db.store import Notification
-from recovery.db.store import StepEvent
+from recovery.notification import Notification
+from recovery.notification import StepEvent
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Phase
@@ -80,6 +81,20 @@ def render_arming(arming: Arming) -> str:
         return f"armed by {arming.changed_by} {since}"
     return (f"DISARMED by {arming.changed_by} {since}: {arming.reason}. "
             f"No recovery starts until 'recovery arm'.")
+
+
+def render_engines(engines: list[EngineRecord]) -> str:
+    """The engines that share the store, and the runs each one holds."""
+    if not engines:
+        return "engines: none running"
+    table = prettytable.PrettyTable(
+        ["Engine", "Host", "PID", "Last seen", "Runs"])
+    table.align = "l"
+    for engine in engines:
+        table.add_row([engine.name, engine.host, engine.pid,
+                       f"{engine.silent_for:.0f} s ago",
+                       "\n".join(engine.runs) or "-"])
+    return f"engines: {len(engines)}\n{table}"
 
 
 def render_notifications(items: list[Notification], fmt: str) -> str:

@@ -1,8 +1,21 @@
-"""``[database]`` options: where notifications and the journal live."""
+"""``[database]`` options: where notifications and the journal live.
+
+The options of server databases are oslo.db's own, under the names every
+OpenStack service uses; only those recovery honours are registered.
+"""
+
+import copy
 
 from oslo_config import cfg
+from oslo_db import options as oslo_db_options
 
 GROUP = "database"
+
+# oslo.db's options that shape recovery's connections (recovery/db/
+# connection.py); its others do not apply here.
+_OSLO_DB = ("mysql_sql_mode", "mysql_wsrep_sync_wait",
+            "connection_recycle_time", "max_pool_size", "max_overflow",
+            "pool_timeout", "max_retries", "retry_interval")
 
 OPTS = [
     cfg.StrOpt(
@@ -12,7 +25,13 @@ OPTS = [
         help="SQLAlchemy URL of the store that holds notifications, step "
              "progress and the per-instance journal. The default SQLite "
              "file suits one engine; its directory must exist and be "
-             "writable. The schema is created and upgraded on first use.",
+             "writable, and its schema is created and upgraded on first "
+             "use. Several engines share a server database: "
+             "postgresql+psycopg://user:password@host/recovery "
+             "(PostgreSQL 13 or newer) or "
+             "mysql+pymysql://user:password@host/recovery (MariaDB 10.6+, "
+             "MySQL 8). Its schema is created and upgraded only by "
+             "'recovery db upgrade'.",
     ),
     cfg.FloatOpt(
         "busy_timeout",
@@ -22,7 +41,18 @@ OPTS = [
              "'recovery' command) to finish writing to an SQLite store "
              "before giving up.",
     ),
-]
+    cfg.FloatOpt(
+        "statement_timeout",
+        default=10.0,
+        min=1,
+        help="Server databases: the longest wait, in seconds, to connect, "
+             "for one statement, or for a row lock; and how long the "
+             "server keeps a transaction that its client left idle (an "
+             "engine that froze) before ending it and releasing its "
+             "locks. Recovery's transactions take milliseconds.",
+    ),
+] + [copy.deepcopy(opt) for opt in oslo_db_options.database_opts
+     if opt.name in _OSLO_DB]
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -53,9 +53,10 @@ OPTS = [
         default=60.0,
         min=0,
         help="On SIGTERM, seconds to let instances in flight reach a "
-             "journaled point before exiting. Nothing new starts; what "
-             "is left is resumed at the next start. A second SIGTERM "
-             "exits at once.",
+             "journaled point, then at most as long for the API's "
+             "requests in flight, before exiting. Nothing new starts; "
+             "what is left is resumed at the next start. A second "
+             "SIGTERM exits at once.",
     ),
 ]
 

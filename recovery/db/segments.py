@@ -21,10 +21,13 @@ from recovery import exception
 from recovery.db.tables import hosts
 from recovery.db.tables import notifications
 from recovery.db.tables import segments
+from recovery.db.transaction import Transactional
+from recovery.notification import Status
 
 RECOVERY_METHODS = ("auto", "reserved_host", "auto_priority", "rh_priority")
 # The statuses of a notification still to be acted on.
-IN_FLIGHT = ("new", "running", "error")
+IN_FLIGHT = tuple(s.value for s in (Status.NEW, Status.RUNNING,
+                                     Status.ERROR))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,11 +72,8 @@ def _host(row: Any) -> Host:
     return Host(**dict(row._mapping))
 
 
-class SegmentStore:
+class SegmentStore(Transactional):
     """The segment and host methods of ``Store``."""
-
-    def _tx(self) -> Any:
-        raise NotImplementedError
 
     # -- segments ------------------------------------------------------------
     def create_segment(self, *, name: str, recovery_method: str,

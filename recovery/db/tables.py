@@ -48,6 +48,9 @@ notifications = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
     # When the first attempt started (the per-window brake counts these).
     sa.Column("started_at", UTCDateTime),
+    # What recovery does about it (recovery.notification.Kind), decided
+    # once at intake. Always written; nullable only for migration 0005.
+    sa.Column("kind", sa.String(16)),
     sa.Index("ix_notifications_status", "status"),
     sa.Index("ix_notifications_hostname_status", "hostname", "status"),
 )
@@ -132,4 +135,23 @@ hosts = sa.Table(
     sa.Column("created_at", UTCDateTime, nullable=False),
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.Index("ix_hosts_segment", "segment_uuid"),
+)
+
+# Every engine that shares the database, as it last reported itself (by
+# the database's clock).
+engines = sa.Table(
+    "engines", metadata,
+    sa.Column("name", sa.String(255), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("pid", sa.Integer, nullable=False),
+    sa.Column("started_at", UTCDateTime, nullable=False),
+    sa.Column("last_seen", UTCDateTime, nullable=False),
+)
+
+# Rows locked (SELECT ... FOR UPDATE) to serialize a check and the write
+# it allows across engines: "claims" guards "no live run of this host"
+# and the claim. SQLite's BEGIN IMMEDIATE serializes them already.
+locks = sa.Table(
+    "locks", metadata,
+    sa.Column("name", sa.String(64), primary_key=True),
 )

@@ -19,9 +19,10 @@ import logging
 from oslo_config import cfg
 
 from recovery import concurrency
-from recovery.db.store import Notification
+from recovery.census import Census
 from recovery.db.store import Store
-from recovery.flows.census import Census
+from recovery.notification import Kind
+from recovery.notification import Notification
 from recovery.nova import Nova
 
 LOG = logging.getLogger(__name__)
@@ -30,7 +31,8 @@ LOG = logging.getLogger(__name__)
 @dataclasses.dataclass(frozen=True)
 class Hold:
     message: str
-    until: datetime.datetime
+    # Seconds until the notification is looked at again.
+    delay: float
 
 
 class Gates:
@@ -44,29 +46,34 @@ class Gates:
         """Why ``notification`` must wait, or None if it may start. Only a
         host failure evacuates: a host return, an instance or a process
         failure passes."""
-        if (notification.type != "COMPUTE_HOST"
-                or notification.event == "STARTED"):
+        if notification.kind is not Kind.HOST_FAILURE:
             return None
         hold = self._window() or self._brake(notification)
         if hold is None:
             return None
         # Never due at once again, or the loop would spin on it.
-        soonest = self._clock.now() + datetime.timedelta(seconds=1)
-        return dataclasses.replace(hold, until=max(hold.until, soonest))
+        return dataclasses.replace(hold, delay=max(hold.delay, 1.0))
+
+    def window(self) -> tuple[int, float]:
+        """The per-window cap, as the store enforces it in each claim:
+        at most that many host recoveries start in that many seconds,
+        whichever engine starts them."""
+        group = self._conf.safety
+        return group.max_host_recoveries_per_window, group.window_seconds
 
     def _window(self) -> Hold | None:
-        group, now = self._conf.safety, self._clock.now()
-        window = datetime.timedelta(seconds=group.window_seconds)
-        started = self._store.recoveries_started_since(now - window)
-        cap = group.max_host_recoveries_per_window
-        if len(started) < cap:
+        cap, seconds = self.window()
+        # How long ago each start was, by the database's clock.
+        ages = self._store.recoveries_started_within(seconds)
+        if len(ages) < cap:
             return None
         # The start that must leave the window before another may begin.
-        until = started[len(started) - cap] + window
-        return Hold(f"waiting: {len(started)} host recoveries started in "
-                    f"the last {group.window_seconds:g} s, the most "
+        delay = seconds - ages[len(ages) - cap]
+        until = self._clock.now() + datetime.timedelta(seconds=delay)
+        return Hold(f"waiting: {len(ages)} host recoveries started in "
+                    f"the last {seconds:g} s, the most "
                     f"max_host_recoveries_per_window allows; the next may "
-                    f"start at {until:%H:%M:%S} UTC", until)
+                    f"start at {until:%H:%M:%S} UTC", delay)
 
     def _brake(self, notification: Notification) -> Hold | None:
         group = self._conf.safety
@@ -101,4 +108,4 @@ class Gates:
                       ", ".join(sorted(failed)), group.recheck_interval)
             self._last_verdict = verdict
         return Hold(f"held by the mass-failure brake: {verdict}; looking "
-                    f"again at {until:%H:%M:%S} UTC", until)
+                    f"again at {until:%H:%M:%S} UTC", group.recheck_interval)

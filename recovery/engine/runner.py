@@ -4,24 +4,28 @@ The CLI and the service both run a host recovery (COMPUTE_HOST STOPPED)
 or a host return (STARTED) through ``attempt``: the same flows, the same
 journal, the same per-instance results. The service also runs the
 instance-failure (VM) and process-failure (PROCESS) flows through it.
+Which flow runs is the notification's kind, decided at intake (``FLOWS``).
 """
 
 import dataclasses
 import datetime
 import logging
+from collections.abc import Callable
 
 from recovery import concurrency
 from recovery import exception
-from recovery.db.store import Notification
-from recovery.db.store import Status
 from recovery.db.store import Store
+from recovery.engine.lease import Lease
 from recovery.fencing import Fencing
-from recovery.flows import placement
-from recovery.flows.context import Env
-from recovery.flows.host_failure import recover_host
-from recovery.flows.host_return import return_host
-from recovery.flows.instance_failure import restart_instance
-from recovery.flows.process_failure import process_failure
+from recovery.flows import Env
+from recovery.flows import handle_process_event
+from recovery.flows import placement_for_host
+from recovery.flows import recover_host
+from recovery.flows import restart_instance
+from recovery.flows import return_host
+from recovery.notification import Kind
+from recovery.notification import Notification
+from recovery.notification import Status
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -33,24 +37,29 @@ LOG = logging.getLogger(__name__)
 
 class StoreRecorder:
     """Journals every change before the flow goes on, then tells
-    ``listener`` (the CLI's progress printer, if any)."""
+    ``listener`` (the CLI's progress printer, if any). Each write proves
+    the run's ``lease`` in its transaction: once the lease is lost it
+    raises ``LeaseLost``, and the side effect it announces never
+    happens."""
 
-    def __init__(self, store: Store, notification_uuid: str,
+    def __init__(self, store: Store, lease: Lease,
                  clock: concurrency.Clock, listener: Recorder | None = None):
         self._store = store
-        self._uuid = notification_uuid
+        self._lease = lease
         self._clock = clock
         self._listener = listener
 
     def instance_changed(self, result: InstanceResult) -> None:
-        self._store.save_instance(self._uuid, result, self._clock.now())
+        self._lease.write(self._store.save_instance, self._lease.uuid,
+                          result, self._clock.now())
         if self._listener is not None:
             self._listener.instance_changed(result)
 
     def step_changed(self, step: str, state: str, message: str) -> None:
         progress = 0.0 if state == StepState.RUNNING else 1.0
-        self._store.add_step_event(self._uuid, step, StepState(state).value,
-                                   progress, message, self._clock.now())
+        self._lease.write(self._store.add_step_event, self._lease.uuid,
+                          step, StepState(state).value, progress, message,
+                          self._clock.now())
         if self._listener is not None:
             self._listener.step_changed(step, state, message)
 
@@ -73,21 +82,12 @@ def attempt(env: Env, store: Store, notification: Notification,
 
     ``env.recorder`` must journal to the store (``StoreRecorder``).
     """
-    host = notification.hostname
     try:
-        if notification.type == "VM":
-            return Attempt(Status.FINISHED, restart_instance(
-                env, store, notification))
-        if notification.type == "PROCESS":
-            return Attempt(Status.FINISHED, process_failure(
-                env, notification))
-        if notification.event == "STARTED":
-            return Attempt(Status.FINISHED, return_host(env, host))
-        report = recover_host(
-            env, host, fencer=fencing.for_host(host),
-            journal=store.journal(notification.uuid),
-            placement=placement.for_host(env, store, host,
-                                         notification.uuid))
+        return FLOWS[notification.kind](env, store, notification, fencing)
+    except exception.StoreError:
+        # The store failed, not the recovery: no outcome to record. The
+        # run stays as it is, and resumes from its journal.
+        raise
     except exception.Interrupted as exc:
         return Attempt(None, str(exc), error=exc)
     except exception.Ignored as exc:
@@ -99,6 +99,15 @@ def attempt(env: Env, store: Store, notification: Notification,
         # BMC may answer, evacuations end, and Nova errors pass: each is
         # worth another attempt.
         return Attempt(Status.ERROR, str(exc), error=exc)
+
+
+def _recover_host(env: Env, store: Store, notification: Notification,
+                  fencing: Fencing) -> Attempt:
+    host = notification.hostname
+    report = recover_host(
+        env, host, fencer=fencing.for_host(host),
+        journal=store.journal(notification.uuid),
+        placement=placement_for_host(env, store, host, notification.uuid))
     summary = f"{host}: {report.summary()}"
     if report.succeeded:
         return Attempt(Status.FINISHED, summary, report)
@@ -107,32 +116,42 @@ def attempt(env: Env, store: Store, notification: Notification,
     return Attempt(Status.ERROR, summary + first, report)
 
 
-def retry_at(attempts: int, now: datetime.datetime, backoff: float,
-             backoff_max: float) -> datetime.datetime:
-    """When attempt number ``attempts + 1`` may start: exponential."""
-    delay = min(backoff * 2 ** max(attempts - 1, 0), backoff_max)
-    return now + datetime.timedelta(seconds=delay)
+def _return_host(env: Env, store: Store, notification: Notification,
+                 fencing: Fencing) -> Attempt:
+    return Attempt(Status.FINISHED, return_host(env, notification.hostname))
 
 
-class LeaseKeeper:
-    """Renews the leases of this process's runs until closed, so another
-    engine never takes over a run that is alive."""
+def _restart_instance(env: Env, store: Store, notification: Notification,
+                      fencing: Fencing) -> Attempt:
+    return Attempt(Status.FINISHED, restart_instance(
+        env, notification, restarts=restart_history(env, store, notification),
+        steps=store.step_events(notification.uuid)))
 
-    def __init__(self, store: Store, owner: str, clock: concurrency.Clock,
-                 lease: float):
-        self._store, self._owner = store, owner
-        self._clock, self._lease = clock, lease
-        self._closed = concurrency.Event()
-        self._task = concurrency.spawn(self._renew_until_closed)
 
-    def _renew_until_closed(self) -> None:
-        while not self._closed.wait(self._lease / 3):
-            try:
-                self._store.renew(self._owner, self._clock.now(),
-                                  self._lease)
-            except Exception:
-                LOG.exception("Could not renew the lease of %s", self._owner)
+def _handle_process_event(env: Env, store: Store,
+                          notification: Notification,
+                          fencing: Fencing) -> Attempt:
+    return Attempt(Status.FINISHED, handle_process_event(env, notification))
 
-    def close(self) -> None:
-        self._closed.set()
-        self._task.wait()
+
+# The flow of each kind of notification.
+FLOWS: dict[Kind, Callable[[Env, Store, Notification, Fencing], Attempt]] = {
+    Kind.HOST_FAILURE: _recover_host, Kind.HOST_RETURN: _return_host,
+    Kind.INSTANCE: _restart_instance, Kind.PROCESS: _handle_process_event}
+
+
+def restart_history(env: Env, store: Store,
+                    notification: Notification) -> list[datetime.datetime]:
+    """When each other restart of the instance ``notification`` names
+    started within ``[instance_failure] restart_window``, oldest first:
+    what the instance-failure flow's crash-loop brake counts."""
+    since = env.clock.now() - datetime.timedelta(
+        seconds=env.settings.restart_window)
+    return store.restarts_since(notification.payload["instance_uuid"],
+                                since, excluding_uuid=notification.uuid)
+
+
+def retry_delay(attempts: int, backoff: float, backoff_max: float) -> float:
+    """Seconds until attempt number ``attempts + 1`` may start:
+    exponential."""
+    return min(backoff * 2 ** max(attempts - 1, 0), backoff_max)

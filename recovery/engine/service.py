@@ -16,15 +16,18 @@ from collections.abc import Callable
 from oslo_config import cfg
 
 from recovery import concurrency
-from recovery.db.store import Notification
-from recovery.db.store import Status
+from recovery import exception
+from recovery.db.claims import this_process
 from recovery.db.store import Store
-from recovery.db.store import this_process
 from recovery.engine import gates
 from recovery.engine import runner
+from recovery.engine.lease import Lease
+from recovery.engine.lease import LeaseKeeper
 from recovery.fencing import Fencing
-from recovery.flows.context import Env
-from recovery.flows.context import Settings
+from recovery.flows import Env
+from recovery.flows import Settings
+from recovery.notification import Notification
+from recovery.notification import Status
 from recovery.nova import Nova
 
 LOG = logging.getLogger(__name__)
@@ -51,13 +54,13 @@ class Engine:
         self.wake = concurrency.Event()
         self._stopping = concurrency.Event()
         self._runs: dict[str, tuple[Notification, concurrency.Task]] = {}
+        self._keeper = LeaseKeeper(store, clock, conf.engine.lease_seconds)
+        self._next_report = 0.0
 
     # -- the loop ----------------------------------------------------------
     def serve(self) -> None:
         """Run until ``stop()``; then let runs in flight drain."""
-        lease = self.conf.engine.lease_seconds
-        keeper = runner.LeaseKeeper(self.store, self.owner, self.clock,
-                                    lease)
+        self._keeper.start()
         try:
             while not self._stopping.is_set():
                 # Cleared before looking: a wake-up during the look is
@@ -65,16 +68,39 @@ class Engine:
                 self.wake.clear()
                 self._reap()
                 try:
+                    self._report_alive()
                     self._claim()
+                except exception.StoreError as exc:
+                    # Keep the loop (and the watchdog) alive, start
+                    # nothing, and look again: it goes on once the
+                    # database is back.
+                    LOG.warning("The store is unavailable; no recovery "
+                                "starts until it is back: %s", exc)
                 except Exception:
-                    # The store may be briefly unavailable; keep the loop
-                    # (and the watchdog) alive and look again.
                     LOG.exception("Could not claim notifications")
                 self.heartbeat(self.status())
                 self.wake.wait(IDLE_WAIT)
             self._drain()
+            self._leave()
         finally:
-            keeper.close()
+            self._keeper.close()
+
+    def _report_alive(self) -> None:
+        """Keep this engine's row in the registry ('recovery status')
+        fresh, every third of a lease."""
+        now = self.clock.monotonic()
+        if now < self._next_report:
+            return
+        host, _, pid = self.owner.rpartition(":")
+        self.store.engine_seen(self.owner, host, int(pid))
+        self._next_report = now + self.conf.engine.lease_seconds / 3
+
+    def _leave(self) -> None:
+        try:
+            self.store.engine_gone(self.owner)
+        except exception.StoreError as exc:
+            LOG.warning("Could not remove this engine from the registry: "
+                        "%s", exc)
 
     def stop(self) -> None:
         """Take no new work; runs in flight start no new instance."""
@@ -94,24 +120,29 @@ class Engine:
         resume_only = not self._check_armed()
         while (len(self._runs) < group.max_concurrent_host_recoveries
                and not self._stopping.is_set()):
-            now = self.clock.now()
-            item = self.store.next_runnable(now, resume_only=resume_only)
+            item = self.store.next_runnable(resume_only=resume_only)
             if item is None:
                 return
             if item.status is not Status.RUNNING:
                 hold = self.gates.check(item)
                 if hold is not None:
-                    self.store.hold(item, hold.message, now, hold.until)
+                    self.store.hold(item, hold.message, hold.delay)
                     continue
-            notification = self.store.take(item, self.owner, now,
-                                           group.lease_seconds)
+            sent_at = self.clock.monotonic()
+            notification = self.store.take(
+                item, self.owner, group.lease_seconds,
+                window=self.gates.window())
             if notification is None:
                 continue
             LOG.info("Claimed notification %s: %s of host %s, attempt %d",
                      notification.uuid, notification.event,
                      notification.hostname, notification.attempts)
+            lease = Lease(notification, self.owner, group.lease_seconds,
+                          self.clock, taken_at=sent_at)
+            self._keeper.track(lease)
             self._runs[notification.uuid] = (
-                notification, concurrency.spawn(self.run, notification))
+                notification,
+                concurrency.spawn(self.run, notification, lease))
 
     def _check_armed(self) -> bool:
         arming = self.store.arming()
@@ -148,23 +179,31 @@ class Engine:
                         notification.hostname)
 
     # -- one run -----------------------------------------------------------
-    def run(self, notification: Notification) -> None:
+    def run(self, notification: Notification, lease: Lease) -> None:
         """Recover the notification's host, record the outcome, and wake
         the loop: a notification may be waiting for this run's slot."""
         try:
-            self._run(notification)
+            self._run(notification, lease)
         finally:
+            self._keeper.untrack(lease)
             self.wake.set()
 
-    def _run(self, notification: Notification) -> None:
-        recorder = runner.StoreRecorder(self.store, notification.uuid,
-                                        self.clock)
+    def _run(self, notification: Notification, lease: Lease) -> None:
+        # Everything this run asks of Nova first checks it still holds
+        # the run.
+        env = Env(nova=self.nova.guarded(lease.check), clock=self.clock,
+                  settings=Settings.from_conf(self.conf),
+                  recorder=runner.StoreRecorder(self.store, lease,
+                                                self.clock),
+                  stopping=self._stopping.is_set)
         try:
-            env = Env(nova=self.nova, clock=self.clock,
-                      settings=Settings.from_conf(self.conf),
-                      recorder=recorder, stopping=self._stopping.is_set)
             result = runner.attempt(env, self.store, notification,
                                     self.fencing)
+        except exception.StoreError as exc:
+            LOG.error("Notification %s stops: the store failed (%s). It "
+                      "resumes from its journal once the database is back",
+                      notification.uuid, exc)
+            return
         except Exception as exc:
             LOG.exception("Notification %s failed unexpectedly",
                           notification.uuid)
@@ -175,30 +214,28 @@ class Engine:
                         result.message)
             return
         try:
-            self._finish(notification, result)
-        except Exception:
-            LOG.exception("Could not record the end of notification %s; "
-                          "it resumes from the journal", notification.uuid)
+            self._finish(notification, lease, result)
+        except exception.RecoveryError as exc:
+            LOG.error("Could not record the end of notification %s (%s); "
+                      "it resumes from the journal", notification.uuid, exc)
 
-    def _finish(self, notification: Notification,
+    def _finish(self, notification: Notification, lease: Lease,
                 result: runner.Attempt) -> None:
         status, message, retry = result.status, result.message, None
         group = self.conf.engine
-        now = self.clock.now()
         if status is Status.ERROR:
             if notification.attempts >= group.retry_max_attempts:
                 status = Status.FAILED
                 message = (f"{message} (gave up after "
                            f"{notification.attempts} attempts)")
             else:
-                retry = runner.retry_at(notification.attempts, now,
-                                        group.retry_backoff,
-                                        group.retry_backoff_max)
+                retry = runner.retry_delay(notification.attempts,
+                                           group.retry_backoff,
+                                           group.retry_backoff_max)
                 message = (f"{message} (attempt {notification.attempts}; "
-                           f"retry at {retry:%H:%M:%S} UTC)")
+                           f"retry in {retry:g} s)")
         log = LOG.info if status is Status.FINISHED else LOG.error
         log("Notification %s %s: %s", notification.uuid, status.value,
             message)
-        self.store.finish(notification.uuid, self.owner, status, message,
-                          now, next_attempt_at=retry)
-
+        lease.write(self.store.finish, notification.uuid, status, message,
+                    retry_in=retry)

@@ -1,2 +1,21 @@
 """Recovery flows: orchestration only. Nova calls go through recovery.nova;
-time and concurrency through recovery.concurrency."""
+time and concurrency through recovery.concurrency.
+
+What the engine and the CLI use of the flows is exported here, and only
+this: the flows' entry points, what a flow runs with (``Env``,
+``Settings``), and the recovery methods of a host (``placement_for_host``).
+No flow imports the store: what a flow needs from it is passed in, as
+data (a journal, a restart history) or as a small protocol (the claims of
+reserved hosts).
+"""
+
+from recovery.flows.context import Env
+from recovery.flows.context import Settings
+from recovery.flows.host_failure import recover_host
+from recovery.flows.host_return import return_host
+from recovery.flows.instance_failure import restart_instance
+from recovery.flows.placement import for_host as placement_for_host
+from recovery.flows.process_failure import handle_process_event
+
+__all__ = ["Env", "Settings", "handle_process_event", "placement_for_host",
+           "recover_host", "restart_instance", "return_host"]

@@ -22,9 +22,9 @@ from collections.abc import Sequence
 
 from recovery import concurrency
 from recovery import exception
+from recovery.census import Census
 from recovery.fencing import Fencer
 from recovery.flows import base
-from recovery.flows.census import Census
 from recovery.flows.context import Env
 from recovery.flows.instance import InstanceRecovery
 from recovery.flows.placement import Placement

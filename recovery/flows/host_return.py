@@ -20,8 +20,8 @@ import dataclasses
 import datetime
 
 from recovery import exception
+from recovery.census import Census
 from recovery.flows import base
-from recovery.flows.census import Census
 from recovery.flows.context import Env
 from recovery.models import ComputeService
 from recovery.models import Migration

@@ -30,14 +30,15 @@ stopped and started again.
 import dataclasses
 import datetime
 import logging
+from collections.abc import Sequence
 
 from recovery import exception
-from recovery.db.store import Notification
-from recovery.db.store import Store
 from recovery.flows import base
 from recovery.flows.context import Env
 from recovery.flows.selection import is_ha_enabled
 from recovery.models import Server
+from recovery.notification import Notification
+from recovery.notification import StepEvent
 from recovery.results import StepState
 from recovery.waiting import wait_for
 
@@ -229,9 +230,15 @@ def _in_state(ctx: RestartContext, vm_state: str):
     return check
 
 
-def restart_instance(env: Env, store: Store,
-                     notification: Notification) -> str:
+def restart_instance(env: Env, notification: Notification, *,
+                     restarts: Sequence[datetime.datetime],
+                     steps: Sequence[StepEvent]) -> str:
     """Restart the instance ``notification`` names; return what was done.
+
+    ``restarts``: when each other restart of the instance by this flow
+    started within ``[instance_failure] restart_window``, oldest first
+    (the crash-loop brake counts them). ``steps``: the step events the
+    earlier attempts of ``notification`` recorded.
 
     Raises ``GaveUp`` (crash loop, nothing asked of Nova), ``Ignored``
     (nothing to do, with the reason), or another ``RecoveryError`` (worth
@@ -240,7 +247,7 @@ def restart_instance(env: Env, store: Store,
     uuid = notification.payload["instance_uuid"]
     host = notification.hostname
     settings = env.settings
-    _check_crash_loop(env, store, notification, uuid)
+    _check_crash_loop(env, restarts, uuid)
     try:
         server = env.nova.get_server(uuid)
     except exception.NovaNotFound as exc:
@@ -251,7 +258,7 @@ def restart_instance(env: Env, store: Store,
         # Locked with recovery's reason: a crashed run's lock, ours to lift.
         locked_by_us=(server.locked and server.locked_reason
                       == settings.instance_lock_reason),
-        started_before=_started_before(store, notification.uuid))
+        started_before=_started_before(steps))
     failure: BaseException | None = None
     try:
         reason = triage(server, host, env)
@@ -274,15 +281,12 @@ def restart_instance(env: Env, store: Store,
             f"{ctx.server.host}{kept}")
 
 
-def _check_crash_loop(env: Env, store: Store, notification: Notification,
+def _check_crash_loop(env: Env, restarts: Sequence[datetime.datetime],
                       uuid: str) -> None:
     settings = env.settings
     window = settings.restart_window
     if window <= 0:
         return
-    since = env.clock.now() - datetime.timedelta(seconds=window)
-    restarts = store.restarts_since(uuid, since,
-                                    excluding_uuid=notification.uuid)
     if len(restarts) >= settings.max_restarts_per_window:
         raise exception.GaveUp(
             f"instance {uuid} was restarted {len(restarts)} times in the "
@@ -304,10 +308,10 @@ def _check_compute_up(env: Env, host: str, uuid: str) -> None:
             f"failure recovery evacuates it if the host is dead)")
 
 
-def _started_before(store: Store, notification_uuid: str) -> bool:
+def _started_before(steps: Sequence[StepEvent]) -> bool:
     return any(event.step == Start.name
                and event.state == StepState.SUCCESS.value
-               for event in store.step_events(notification_uuid))
+               for event in steps)
 
 
 def _unlock(ctx: RestartContext, failure: BaseException | None) -> None:

@@ -21,10 +21,10 @@ other reasons, or where an evacuation timed out, is left for the next.
 
 import dataclasses
 import logging
-import threading
 from typing import Protocol
 
 from recovery import exception
+from recovery.concurrency import Lock
 from recovery.flows.context import Env
 from recovery.results import StepState
 
@@ -106,7 +106,7 @@ class ReservedHosts:
         self._segment = segment_uuid
         self._notification = notification_uuid
         self._failed_host = failed_host
-        self._lock = threading.Lock()
+        self._lock = Lock()
         self._current: str | None = None
         self._left: set[str] = set()     # taken, then left: full or bad
         self._failures: dict[str, int] = {}

@@ -20,10 +20,10 @@ recovered like any other.
 import dataclasses
 
 from recovery import exception
-from recovery.db.store import Notification
 from recovery.flows import base
 from recovery.flows.context import Env
 from recovery.models import ComputeService
+from recovery.notification import Notification
 from recovery.waiting import wait_for
 
 
@@ -98,7 +98,7 @@ class Enable(base.Step):
 STEPS = {"STOPPED": (Disable,), "STARTED": (AwaitUp, Enable)}
 
 
-def process_failure(env: Env, notification: Notification) -> str:
+def handle_process_event(env: Env, notification: Notification) -> str:
     """Act on a nova-compute process that stopped or started; return what
     was done. Raises ``UnknownHost`` for a host Nova has no nova-compute
     on, ``WaitTimeout`` naming what Nova did not show in time."""

@@ -1,9 +1,9 @@
 """One poll of a host's evacuations serves every instance in flight."""
 
 import datetime
-import threading
 
 from recovery.concurrency import Clock
+from recovery.concurrency import Lock
 from recovery.models import Migration
 from recovery.nova import Nova
 
@@ -29,7 +29,7 @@ class EvacuationWatcher:
         self._interval = interval
         since = clock.now() - CLOCK_SKEW_MARGIN
         self._since = since.strftime("%Y-%m-%dT%H:%M:%SZ")
-        self._lock = threading.Lock()
+        self._lock = Lock()
         self._latest: dict[str, Migration] = {}
         self._baseline: dict[str, int] | None = None
         self._polled_at: float | None = None

@@ -12,6 +12,7 @@ import pytest
 from tests.behaviour.clouds import FakeCloud
 from tests.behaviour.clouds import RealCloud
 from tests.functional.engine_process import EngineProcess
+from tests.functional.engine_process import start_engines
 
 NOVA_MISSING = importlib.util.find_spec("nova") is None  # never import it
 
@@ -43,6 +44,24 @@ def engine_for(tmp_path):
         engines.append(engine)
         engine.start()
         return engine
+
+    yield start
+    for engine in engines:
+        engine.close()
+
+
+@pytest.fixture
+def engines_for(tmp_path):
+    """Start ``count`` engines that share ``database`` against a cloud;
+    stopped at the end."""
+    engines = []
+
+    def start(cloud, database, count, threads=3, extra=""):
+        started = start_engines(count, tmp_path, cloud.endpoint, database,
+                                threads=threads, extra=extra,
+                                poll_interval=POLL)
+        engines.extend(started)
+        return started
 
     yield start
     for engine in engines:

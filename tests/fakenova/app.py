@@ -45,7 +45,9 @@ class NovaApp:
             self.state.requests.append({
                 "method": req.method, "path": req.path,
                 "query": dict(req.query), "action": action,
-                "status": status, "time": started})
+                "status": status, "time": started,
+                # Which client sent it: each engine names itself there.
+                "user_agent": environ.get("HTTP_USER_AGENT", "")})
         payload = b"" if body is None else json.dumps(body).encode()
         request_id = f"req-{uuid.uuid4()}"
         headers = headers + [

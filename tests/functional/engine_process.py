@@ -17,8 +17,10 @@ from recovery.db.store import Store
 from recovery.db.store import open_store
 from tests.fakenova import server as fakenova_server
 from tests.functional.cli_process import LOCK_REASON
+from tests.functional.cli_process import run_cli
 
-__all__ = ["LOCK_REASON", "EngineProcess", "wait_until"]
+__all__ = ["LOCK_REASON", "EngineProcess", "create_schema",
+           "owning_engine", "start_engines", "wait_until"]
 
 
 def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
@@ -26,10 +28,16 @@ def wait_until(predicate, timeout: float = 30.0, what: str = "condition"):
 
 
 class EngineProcess:
+    """One engine. Its store is SQLite in ``workdir`` unless ``database``
+    names a shared one, whose schema ``create_schema`` makes first."""
+
     def __init__(self, workdir, nova_endpoint: str, threads: int = 5,
-                 extra: str = "", poll_interval: float = 0.05):
+                 extra: str = "", poll_interval: float = 0.05,
+                 database: str | None = None, lease_seconds: float = 30):
         self.workdir = workdir
         self.poll_interval = poll_interval
+        self.database = database or f"sqlite:///{workdir}/r.sqlite"
+        self.lease_seconds = lease_seconds
         self.config = workdir / "recovery.conf"
         self.log = workdir / "engine.log"
         self.write_config(nova_endpoint, threads, extra)
@@ -51,9 +59,10 @@ class EngineProcess:
             f"[safety]\nservice_down_time = 3\n\n"
             f"[nova]\nauth_type = admin_token\nendpoint = {endpoint}\n"
             f"token = admin:admin:admin\ntimeout = 5\n\n"
-            f"[database]\nconnection = sqlite:///{self.workdir}/r.sqlite\n\n"
+            f"[database]\nconnection = {self.database}\n\n"
             f"[api]\nauth_strategy = noauth\nport = 0\n\n"
-            f"[engine]\nretry_backoff = 0.2\nlease_seconds = 30\n"
+            f"[engine]\nretry_backoff = 0.2\n"
+            f"lease_seconds = {self.lease_seconds:g}\n"
             f"graceful_shutdown_timeout = 20\n{extra}")
 
     # -- process -----------------------------------------------------------
@@ -69,6 +78,12 @@ class EngineProcess:
         ready = self.wait_message(lambda m: m.get("READY") == "1",
                                   what="READY=1")
         self.port = int(ready["STATUS"].rsplit(":", 1)[1])
+
+    @property
+    def owner(self) -> str:
+        """The owner name its leases carry (recovery.db.store's
+        ``this_process``), and its Nova requests' User-Agent."""
+        return f"{socket.gethostname()}:{self.proc.pid}"
 
     def signal(self, signum: int) -> None:
         self.proc.send_signal(signum)
@@ -116,17 +131,17 @@ class EngineProcess:
         return (self.workdir / "stderr.log").read_text()[-3000:]
 
     # -- the API -------------------------------------------------------------
-    def request(self, method: str, path: str,
-                body: Any = None) -> tuple[int, Any]:
+    def request(self, method: str, path: str, body: Any = None,
+                timeout: float = 10.0) -> tuple[int, Any]:
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(
             f"http://127.0.0.1:{self.port}{path}", data=data, method=method,
             headers={"Content-Type": "application/json"})
         try:
-            with urllib.request.urlopen(req, timeout=10) as resp:
-                return resp.status, json.loads(resp.read() or b"null")
+            with urllib.request.urlopen(req, timeout=timeout) as resp:
+                return resp.status, _body(resp.read())
         except urllib.error.HTTPError as exc:
-            return exc.code, json.loads(exc.read() or b"null")
+            return exc.code, _body(exc.read())
 
     def post(self, type: str, host: str, payload: dict,
              generated: str = "2026-11-22T10:00:00") -> str:
@@ -158,7 +173,7 @@ class EngineProcess:
 
     def store(self) -> Store:
         """The engine's store, to read (and seed) what it records."""
-        return open_store(f"sqlite:///{self.workdir}/r.sqlite")
+        return open_store(self.database)
 
     def notification(self, uuid: str) -> dict[str, Any]:
         return self.request("GET", f"/v1/notifications/{uuid}")[1][
@@ -169,3 +184,54 @@ class EngineProcess:
         return wait_until(
             lambda: (n := self.notification(uuid))["status"] in statuses
             and n, timeout, f"notification {uuid} in {statuses}")
+
+
+def _body(raw: bytes) -> Any:
+    """An answer's JSON; its text when it is not JSON (a server error's
+    traceback), to show in an assertion."""
+    try:
+        return json.loads(raw or b"null")
+    except ValueError:
+        return raw.decode(errors="replace")
+
+
+def create_schema(config) -> None:
+    """Create a shared database's schema, as an operator does once before
+    starting the engines (they refuse a database without it)."""
+    done = run_cli(str(config), "db", "upgrade")
+    assert done.returncode == 0, done.stderr
+
+
+def start_engines(count: int, root, nova_endpoint: str, database: str,
+                  lease_seconds: float = 5,
+                  **options: Any) -> list[EngineProcess]:
+    """``count`` engines on one shared database, each with its own
+    directory (config, log) under ``root`` and its own API port; the
+    schema is created first. The caller closes them. The shortest lease
+    ([engine] lease_seconds' minimum) keeps takeovers quick."""
+    engines = []
+    for n in range(1, count + 1):
+        workdir = root / f"engine-{n}"
+        workdir.mkdir()
+        engines.append(EngineProcess(
+            workdir, nova_endpoint, database=database,
+            lease_seconds=lease_seconds, **options))
+    try:
+        create_schema(engines[0].config)
+        for engine in engines:
+            engine.start()
+    except BaseException:
+        for engine in engines:
+            engine.close()
+        raise
+    return engines
+
+
+def owning_engine(engines: list[EngineProcess], store: Store,
+                  uuid: str) -> EngineProcess:
+    """The engine whose name is in the notification's owner column, once
+    one has claimed it."""
+    owner = wait_until(lambda: store.get(uuid).owner,
+                       what=f"an owner for {uuid}")
+    [engine] = [e for e in engines if e.owner == owner]
+    return engine

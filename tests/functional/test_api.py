@@ -22,9 +22,10 @@ from recovery import exception
 from recovery.api import auth
 from recovery.api.app import NotificationAPI
 from recovery.concurrency import Clock
-from recovery.db.store import Status
 from recovery.db.store import Store
 from recovery.db.store import open_store
+from recovery.notification import Kind
+from recovery.notification import Status
 from recovery.nova import load_nova
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -271,6 +272,26 @@ def test_what_no_flow_acts_on_is_recorded_as_ignored(api, type, payload,
     assert why in body["message"]
     assert [n.type for n in api.stored()] == [type]
     assert api.woken == []
+
+
+@pytest.mark.parametrize("type,payload,kind", [
+    ("COMPUTE_HOST", STOPPED, Kind.HOST_FAILURE),
+    ("COMPUTE_HOST", {**STOPPED, "event": "STARTED"}, Kind.HOST_RETURN),
+    # Ignored ones have their kind too.
+    ("COMPUTE_HOST", {"event": "STOPPED"}, Kind.HOST_FAILURE),
+    ("VM", {"instance_uuid": VM_UUID, "vir_domain_event": "STOPPED_FAILED",
+            "event": "LIFECYCLE"}, Kind.INSTANCE),
+    ("PROCESS", {"process_name": "libvirtd", "event": "STOPPED"},
+     Kind.PROCESS),
+])
+def test_the_kind_is_decided_at_intake_and_stored(api, type, payload,
+                                                  kind):
+    reply = api.post(notification(type=type, payload=payload))
+    assert reply.status == 202, reply.text
+    body = reply.json["notification"]
+    assert api.store.get(body["notification_uuid"]).kind is kind
+    # Masakari's shape: the kind is recovery's own, never shown.
+    assert "kind" not in body
 
 
 def _without(key: str) -> dict[str, Any]:

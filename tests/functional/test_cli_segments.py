@@ -6,8 +6,10 @@ import json
 
 import pytest
 
-from recovery.db.store import Status
+from recovery.db.claims import Holder
 from recovery.db.store import open_store
+from recovery.notification import Kind
+from recovery.notification import Status
 from tests.functional.cli_process import run_cli
 from tests.functional.cli_process import write_config
 
@@ -157,8 +159,9 @@ def test_edits_during_a_recovery_exit_3(config, tmp_path):
     ok(config, "host", "create", "rack-1", "compute-1", "--reserved")
     store = open_store(f"sqlite:///{tmp_path}/recovery.sqlite")
     now = datetime.datetime.now(UTC)
-    item = store.add(type="COMPUTE_HOST", hostname="compute-1",
-                     generated_time=now, origin="api", status=Status.NEW,
+    item = store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                     hostname="compute-1", generated_time=now,
+                     origin="api", status=Status.NEW,
                      payload={"event": "STOPPED", "host_status": "NORMAL"},
                      now=now)
     for args in (("host", "update", "rack-1", "compute-1",
@@ -174,8 +177,9 @@ def test_edits_during_a_recovery_exit_3(config, tmp_path):
     # Adding a spare is allowed: it is capacity for the recovery.
     ok(config, "host", "create", "rack-1", "compute-2", "--reserved")
 
-    store.take(item, "engine:1", now, 60)
-    store.finish(item.uuid, "engine:1", Status.FINISHED, "done", now)
+    taken = store.take(item, "engine:1", 60)
+    store.finish(item.uuid, Status.FINISHED, "done",
+                 holder=Holder("engine:1", taken.version, 60))
     store.close()
     ok(config, "host", "update", "rack-1", "compute-1", "--no-reserved")
     ok(config, "segment", "delete", "rack-1")

@@ -405,6 +405,21 @@ def test_inject_delay_trips_client_timeout(fake: FakeNova) -> None:
     assert len(impatient.services.list(binary="nova-compute")) == 3
 
 
+# -- the request log --------------------------------------------------------
+def test_request_log_names_the_client(fake: FakeNova) -> None:
+    """Each request's User-Agent is kept: the multi-engine tests tell by it
+    which engine sent what."""
+    auth = loading.get_plugin_loader("admin_token").load_from_options(
+        endpoint=fake.endpoint, token=ADMIN)
+    for agent in ("controller-1:101", "controller-2:202"):
+        nova_client.Client(
+            "2.94", session=ks_session.Session(auth=auth),
+            endpoint_override=fake.endpoint,
+            user_agent=agent).servers.list()
+    agents = [r["user_agent"] for r in fake.requests]
+    assert agents == ["controller-1:101", "controller-2:202"]
+
+
 # -- services --------------------------------------------------------------
 def test_services_force_down_and_disable(fake: FakeNova, nova: Any) -> None:
     service_id = fake.service("c1")["id"]

@@ -152,3 +152,55 @@ def test_evacuations_page_by_next_link(fake_nova, count, requests):
     found = nova.list_evacuations("compute-1", "2000-01-01T00:00:00Z")
     assert sorted(m.instance_uuid for m in found) == sorted(uuids)
     assert len(fake_nova.requests) - before == requests
+
+
+def test_a_run_s_facade_sends_nothing_once_its_lease_is_lost(fake_nova):
+    """A run's Nova checks the run's lease before every request: once
+    the lease is lost, nothing more reaches Nova, not even a read."""
+    fake_nova.add_compute("compute-1")
+    nova = load_nova(admin_token_conf(fake_nova), FakeClock())
+    held = [True]
+
+    def guard():
+        if not held[0]:
+            raise exception.LeaseLost("lease lost")
+
+    run_nova = nova.guarded(guard)
+    service = run_nova.get_compute_service("compute-1")
+    sent = len(fake_nova.requests)
+    held[0] = False
+    with pytest.raises(exception.LeaseLost):
+        run_nova.get_compute_service("compute-1")
+    with pytest.raises(exception.LeaseLost):
+        run_nova.force_down(service, True)
+    assert len(fake_nova.requests) == sent
+    # The engine's own facade, shared by every run, is not guarded.
+    nova.get_compute_service("compute-1")
+    assert len(fake_nova.requests) == sent + 1
+
+
+def test_a_request_that_queued_while_the_lease_was_lost_is_not_sent(
+        fake_nova):
+    """The lease is checked again once a request has waited its turn
+    under the rate limit: a process that froze while it queued sends
+    nothing when it wakes up."""
+    fake_nova.add_compute("compute-1")
+    held = [True]
+
+    class FreezingClock(FakeClock):
+        def sleep(self, seconds):
+            # Frozen while queued: the lease runs out meanwhile.
+            super().sleep(seconds)
+            held[0] = False
+
+    def guard():
+        if not held[0]:
+            raise exception.LeaseLost("lease lost")
+
+    conf = admin_token_conf(fake_nova, max_requests_per_second=1)
+    nova = load_nova(conf, FreezingClock()).guarded(guard)
+    nova.get_compute_service("compute-1")
+    sent = len(fake_nova.requests)
+    with pytest.raises(exception.LeaseLost):
+        nova.get_compute_service("compute-1")
+    assert len(fake_nova.requests) == sent

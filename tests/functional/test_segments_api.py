@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from recovery.api import auth
-from recovery.db.store import Status
+from recovery.db.claims import Holder
 from recovery.db.store import Store
 from recovery.db.store import open_store
+from recovery.notification import Status
 from tests.functional.test_api import TOKEN
 from tests.functional.test_api import Hosts
 from tests.functional.test_api import Reply
@@ -411,12 +412,12 @@ def in_recovery(api) -> dict[str, Any]:
 
 
 def _run(store: Store, uuid: str) -> None:
-    now = datetime.datetime.now(UTC)
-    assert store.take(store.get(uuid), OWNER, now, 60) is not None
+    assert store.take(store.get(uuid), OWNER, 60) is not None
 
 
 def _finish(store: Store, uuid: str, status: Status) -> None:
-    store.finish(uuid, OWNER, status, "done", datetime.datetime.now(UTC))
+    store.finish(uuid, status, "done",
+                 holder=Holder(OWNER, store.get(uuid).version, 60))
 
 
 EDITS = [

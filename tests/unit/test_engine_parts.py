@@ -9,21 +9,23 @@ import threading
 from oslo_config import cfg
 
 from recovery import conf as recovery_conf
-from recovery.db.store import Status
 from recovery.db.store import open_store
 from recovery.engine import runner
-from recovery.engine.runner import retry_at
+from recovery.engine.lease import Lease
+from recovery.engine.runner import retry_delay
 from recovery.engine.service import Engine
 from recovery.engine.systemd import Notifier
 from recovery.fencing import load_fencing
+from recovery.notification import Kind
+from recovery.notification import Status
+from recovery.nova import Nova
 from tests.unit.fakes import FakeClock
 
 NOW = datetime.datetime(2026, 11, 22, tzinfo=datetime.timezone.utc)
 
 
 def test_retry_backoff_doubles_up_to_the_cap():
-    delays = [(retry_at(n, NOW, 15, 100) - NOW).total_seconds()
-              for n in range(1, 6)]
+    delays = [retry_delay(n, 15, 100) for n in range(1, 6)]
     assert delays == [15, 30, 60, 100, 100]
 
 
@@ -74,16 +76,16 @@ def test_a_finished_run_wakes_the_loop_for_waiting_work(tmp_path,
     conf([])
     clock = FakeClock()
     store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
-    store.add(type="COMPUTE_HOST", hostname="compute-1",
-              generated_time=clock.now(), payload={}, origin="api",
-              status=Status.NEW, now=clock.now())
-    engine = Engine(conf, store, nova=None, fencing=load_fencing(conf),
-                    clock=clock)
-    notification = store.take(store.next_runnable(clock.now()),
-                              engine.owner, clock.now(), 60)
+    store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+              hostname="compute-1", generated_time=clock.now(), payload={},
+              origin="api", status=Status.NEW, now=clock.now())
+    engine = Engine(conf, store, nova=Nova(None, retries=0, clock=clock),
+                    fencing=load_fencing(conf), clock=clock)
+    notification = store.take(store.next_runnable(), engine.owner, 60)
     monkeypatch.setattr(runner, "attempt", lambda env, store, n, fencing:
                         runner.Attempt(Status.FINISHED, "1 recovered"))
-    engine.run(notification)
+    engine.run(notification, Lease(notification, engine.owner, 60, clock,
+                                   clock.monotonic()))
     assert engine.wake.is_set()
     assert store.get(notification.uuid).status is Status.FINISHED
     store.close()

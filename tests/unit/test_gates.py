@@ -7,9 +7,10 @@ import pytest
 from oslo_config import cfg
 
 from recovery import conf as recovery_conf
-from recovery.db.store import Status
 from recovery.db.store import open_store
 from recovery.engine.gates import Gates
+from recovery.notification import Status
+from recovery.notification import classify
 from tests.unit.fakes import FakeClock
 from tests.unit.fakes import MemoryNova
 
@@ -26,8 +27,15 @@ def conf():
 
 
 @pytest.fixture
-def store(tmp_path):
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def store(tmp_path, clock):
     store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
+    # The database's clock, here the same fake as the engine's.
+    store.lease_clock = lambda conn: clock.now()
     yield store
     store.close()
 
@@ -41,10 +49,11 @@ def nova():
 
 
 def notify(store, clock, host, event="STOPPED"):
-    return store.add(type="COMPUTE_HOST", hostname=host,
-                     generated_time=clock.now(),
-                     payload={**STOPPED, "event": event}, origin="api",
-                     status=Status.NEW, now=clock.now())
+    payload = {**STOPPED, "event": event}
+    return store.add(type="COMPUTE_HOST",
+                     kind=classify("COMPUTE_HOST", payload), hostname=host,
+                     generated_time=clock.now(), payload=payload,
+                     origin="api", status=Status.NEW, now=clock.now())
 
 
 def fail(nova, *hosts):
@@ -52,16 +61,14 @@ def fail(nova, *hosts):
         nova.add_service(host, state="down")
 
 
-def test_one_failed_host_of_four_passes(conf, store, nova):
-    clock = FakeClock()
+def test_one_failed_host_of_four_passes(conf, store, nova, clock):
     fail(nova, "compute-1")
     item = notify(store, clock, "compute-1")
     assert Gates(conf, store, nova, clock).check(item) is None
 
 
 def test_three_of_four_failed_hosts_trip_the_brake(conf, store, nova,
-                                                    caplog):
-    clock = FakeClock()
+                                                    caplog, clock):
     fail(nova, "compute-1", "compute-2", "compute-3")
     gates = Gates(conf, store, nova, clock)
     with caplog.at_level(logging.ERROR):
@@ -70,26 +77,24 @@ def test_three_of_four_failed_hosts_trip_the_brake(conf, store, nova,
     assert all(hold is not None for hold in holds)
     assert "3 of 4 compute services are down or in recovery (75% > " \
            "max_failed_hosts_percent 50%)" in holds[0].message
-    assert holds[0].until == clock.now() + datetime.timedelta(seconds=30)
+    assert holds[0].delay == 30
     # One loud line for the verdict, not one per notification.
     lines = [r for r in caplog.records if "Mass-failure brake" in r.message]
     assert len(lines) == 1
 
 
-def test_hosts_in_recovery_count_as_failed(conf, store, nova):
+def test_hosts_in_recovery_count_as_failed(conf, store, nova, clock):
     """Hosts this engine is recovering count, whatever Nova says of
     them now."""
-    clock = FakeClock()
     for host in HOSTS[:2]:
-        store.take(notify(store, clock, host), "me:1", clock.now(), 60)
+        store.take(notify(store, clock, host), "me:1", 60)
     fail(nova, "compute-3")
     hold = Gates(conf, store, nova, clock).check(
         notify(store, clock, "compute-3"))
     assert hold is not None and "3 of 4" in hold.message
 
 
-def test_every_host_down_is_the_observer_cut_off(conf, store, nova):
-    clock = FakeClock()
+def test_every_host_down_is_the_observer_cut_off(conf, store, nova, clock):
     conf.set_override("max_failed_hosts_percent", 100, "safety")
     fail(nova, *HOSTS)
     hold = Gates(conf, store, nova, clock).check(
@@ -97,8 +102,7 @@ def test_every_host_down_is_the_observer_cut_off(conf, store, nova):
     assert hold is not None and "looks down at once" in hold.message
 
 
-def test_the_brake_releases_when_the_share_drops(conf, store, nova):
-    clock = FakeClock()
+def test_the_brake_releases_when_the_share_drops(conf, store, nova, clock):
     fail(nova, "compute-1", "compute-2", "compute-3")
     gates = Gates(conf, store, nova, clock)
     item = notify(store, clock, "compute-1")
@@ -108,15 +112,14 @@ def test_the_brake_releases_when_the_share_drops(conf, store, nova):
     assert gates.check(item) is None
 
 
-def test_a_host_return_passes_the_brake(conf, store, nova):
-    clock = FakeClock()
+def test_a_host_return_passes_the_brake(conf, store, nova, clock):
     fail(nova, *HOSTS)
     item = notify(store, clock, "compute-1", event="STARTED")
     assert Gates(conf, store, nova, clock).check(item) is None
 
 
-def test_the_window_caps_recoveries_and_the_rest_wait(conf, store, nova):
-    clock = FakeClock()
+def test_the_window_caps_recoveries_and_the_rest_wait(conf, store, nova,
+                                                      clock):
     conf.set_override("max_host_recoveries_per_window", 2, "safety")
     conf.set_override("window_seconds", 60, "safety")
     conf.set_override("max_failed_hosts_percent", 100, "safety")
@@ -125,14 +128,14 @@ def test_the_window_caps_recoveries_and_the_rest_wait(conf, store, nova):
     for host in HOSTS[:2]:
         item = notify(store, clock, host)
         assert gates.check(item) is None
-        started.append(store.take(item, "me:1", clock.now(), 60))
+        started.append(store.take(item, "me:1", 60))
         clock.sleep(10)
     waiting = notify(store, clock, "compute-3")
     hold = gates.check(waiting)
     assert hold is not None
     assert "2 host recoveries started in the last 60 s" in hold.message
     # It may start when the first start leaves the window.
-    assert hold.until == started[0].started_at + datetime.timedelta(
-        seconds=60)
+    assert clock.now() + datetime.timedelta(seconds=hold.delay) == (
+        started[0].started_at + datetime.timedelta(seconds=60))
     clock.sleep(40)
     assert gates.check(waiting) is None

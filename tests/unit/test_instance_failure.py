@@ -9,14 +9,20 @@ from oslo_config import cfg
 
 from recovery import conf as recovery_conf
 from recovery import exception
-from recovery.db.store import Status
 from recovery.db.store import open_store
+from recovery.engine.lease import Lease
 from recovery.engine.runner import StoreRecorder
+from recovery.engine.runner import restart_history
 from recovery.flows import instance_failure
 from recovery.flows.context import Settings
+from recovery.notification import Kind
+from recovery.notification import Status
 from tests.unit.fakes import FakeClock
 from tests.unit.fakes import MemoryNova
 from tests.unit.fakes import make_env
+from tests.unit.runs import LEASE
+from tests.unit.runs import finish_at
+from tests.unit.runs import take_at
 
 HOST = "compute-1"
 VM = "6f1d7a3e-9a9c-4a55-8f0e-0a1c2b3d4e5f"
@@ -90,21 +96,30 @@ def vm_notification(store, clock, instance=VM, *, status=None,
     """A VM notification as the engine holds it: claimed, running; or,
     with ``status``, one that ended so, started at ``at``."""
     now = at or clock.now()
-    item = store.add(type="VM", hostname=HOST, generated_time=now,
+    item = store.add(type="VM", kind=Kind.INSTANCE, hostname=HOST,
+                     generated_time=now,
                      payload={"instance_uuid": instance,
                               "event": "LIFECYCLE",
                               "vir_domain_event": "STOPPED_FAILED"},
                      origin="api", status=Status.NEW, now=now)
-    taken = store.take(item, OWNER, now, 60)
+    taken = take_at(store, item, OWNER, now)
     if status is not None:
-        store.finish(taken.uuid, OWNER, status, "done", now)
+        finish_at(store, taken, OWNER, status, "done", now)
     return taken
 
 
 def restart(nova, store, clock, notification=None, **overrides):
     env = make_env(nova, clock, **overrides)
     notification = notification or vm_notification(store, clock)
-    return env, instance_failure.restart_instance(env, store, notification)
+    return env, restart_instance(env, store, notification)
+
+
+def restart_instance(env, store, notification):
+    """The flow, given what the engine reads for it from the store."""
+    return instance_failure.restart_instance(
+        env, notification,
+        restarts=restart_history(env, store, notification),
+        steps=store.step_events(notification.uuid))
 
 
 def mutations(nova):
@@ -185,8 +200,7 @@ def test_a_stop_refused_for_another_reason_fails_and_unlocks(store, clock):
                                                  status=409))
     env = make_env(nova, clock)
     with pytest.raises(exception.NovaConflict, match="busy"):
-        instance_failure.restart_instance(env, store,
-                                          vm_notification(store, clock))
+        restart_instance(env, store, vm_notification(store, clock))
     assert mutations(nova) == ["lock", "stop", "unlock"]
     assert not nova.servers[VM].locked
     assert ("stop", "FAILURE") in steps(env)
@@ -200,8 +214,7 @@ def test_an_instance_that_never_comes_up_times_out_and_is_unlocked(
     with pytest.raises(exception.WaitTimeout,
                        match=f"gave up after 30s waiting for instance "
                              f"{VM} to be ACTIVE"):
-        instance_failure.restart_instance(env, store,
-                                          vm_notification(store, clock))
+        restart_instance(env, store, vm_notification(store, clock))
     assert mutations(nova) == ["lock", "start", "unlock"]
     assert not nova.servers[VM].locked
     assert ("confirm-active", "FAILURE") in steps(env)
@@ -215,8 +228,7 @@ def test_an_instance_that_goes_to_error_fails_at_once(store, clock):
     env = make_env(nova, clock)
     with pytest.raises(exception.InstanceRecoveryError,
                        match="went to error while starting: Disk full"):
-        instance_failure.restart_instance(env, store,
-                                          vm_notification(store, clock))
+        restart_instance(env, store, vm_notification(store, clock))
     assert mutations(nova)[-1] == "unlock"
     assert clock.t < 10
 
@@ -335,8 +347,7 @@ def test_an_unlock_that_fails_after_a_restart_is_an_error(store, clock):
     with pytest.raises(exception.InstanceRecoveryError,
                        match=f"left locked, unlock failed: Nova is down; "
                              f"it is ACTIVE again on {HOST}"):
-        instance_failure.restart_instance(env, store,
-                                          vm_notification(store, clock))
+        restart_instance(env, store, vm_notification(store, clock))
     assert ("unlock", "FAILURE") in steps(env)
     assert nova.servers[VM].locked_reason == LOCK_REASON
 
@@ -348,8 +359,7 @@ def test_an_unlock_that_fails_after_a_failure_reports_both(store, clock):
     with pytest.raises(exception.InstanceRecoveryError,
                        match="unlock failed: Nova is down; the restart "
                              "failed: gave up after 5s") as caught:
-        instance_failure.restart_instance(env, store,
-                                          vm_notification(store, clock))
+        restart_instance(env, store, vm_notification(store, clock))
     # The unlock's error, raised while the timeout was propagating.
     assert isinstance(caught.value.__cause__.__context__,
                       exception.WaitTimeout)
@@ -365,12 +375,12 @@ def test_a_retry_after_the_start_only_confirms_and_unlocks(store, clock):
     notification = vm_notification(store, clock)
     recorder_env = make_env(nova, clock)
     # The attempts journal their steps, as the engine's recorder does.
-    recorder_env = journaling(recorder_env, store, notification.uuid)
+    recorder_env = journaling(recorder_env, store, notification)
     with pytest.raises(exception.InstanceRecoveryError):
-        instance_failure.restart_instance(recorder_env, store, notification)
+        restart_instance(recorder_env, store, notification)
     nova.calls.clear()
-    retry = journaling(make_env(nova, clock), store, notification.uuid)
-    message = instance_failure.restart_instance(retry, store, notification)
+    retry = journaling(make_env(nova, clock), store, notification)
+    message = restart_instance(retry, store, notification)
     assert mutations(nova) == ["unlock"]
     assert "restarted: ACTIVE" in message
     assert not nova.servers[VM].locked
@@ -380,23 +390,26 @@ def test_a_retry_of_an_instance_that_died_again_restarts_it(store, clock):
     nova = nova_with("stopped", lag=None)
     notification = vm_notification(store, clock)
     env = journaling(make_env(nova, clock, instance_recovery_timeout=5.0),
-                     store, notification.uuid)
+                     store, notification)
     with pytest.raises(exception.WaitTimeout):
-        instance_failure.restart_instance(env, store, notification)
+        restart_instance(env, store, notification)
     # The start never took; Nova ended the task with the guest stopped.
     nova.pending.clear()
     nova.servers[VM].task_state = None
     nova.lag = 1
     nova.calls.clear()
-    retry = journaling(make_env(nova, clock), store, notification.uuid)
-    instance_failure.restart_instance(retry, store, notification)
+    retry = journaling(make_env(nova, clock), store, notification)
+    restart_instance(retry, store, notification)
     assert mutations(nova) == ["lock", "start", "unlock"]
 
 
-def journaling(env, store, uuid):
-    """``env`` with a recorder that journals step events to the store."""
+def journaling(env, store, notification):
+    """``env`` with a recorder that journals step events to the store, as
+    the holder of ``notification``'s run."""
+    lease = Lease(notification, OWNER, LEASE, env.clock,
+                  env.clock.monotonic())
     return dataclasses.replace(env, recorder=StoreRecorder(
-        store, uuid, env.clock, env.recorder))
+        store, lease, env.clock, env.recorder))
 
 
 # -- the crash-loop brake --------------------------------------------------
@@ -439,10 +452,13 @@ def test_the_brake_follows_its_options(store, clock):
     for seconds in (300, 200):
         vm_notification(store, clock, status=Status.FINISHED,
                         at=ago(clock, seconds))
+    first = vm_notification(store, clock)
     with pytest.raises(exception.GaveUp, match="restarted 2 times in the "
                                                "last 600 s"):
-        restart(nova, store, clock, max_restarts_per_window=2,
+        restart(nova, store, clock, first, max_restarts_per_window=2,
                 restart_window=600.0)
+    # As the engine records it: the host's next run may start.
+    finish_at(store, first, OWNER, Status.FAILED, "crash loop", clock.now())
     # A window of 0 turns the brake off.
     restart(nova, store, clock, max_restarts_per_window=1,
             restart_window=0.0)
@@ -452,7 +468,7 @@ def test_the_brake_follows_its_options(store, clock):
 def test_its_own_earlier_attempts_are_not_counted(store, clock):
     nova = nova_with("stopped")
     notification = vm_notification(store, clock)
-    store.finish(notification.uuid, OWNER, Status.FINISHED, "x", clock.now())
+    finish_at(store, notification, OWNER, Status.FINISHED, "x", clock.now())
     restart(nova, store, clock, notification, max_restarts_per_window=1)
     assert mutations(nova) == ["lock", "start", "unlock"]
 

@@ -7,9 +7,10 @@ import datetime
 import pytest
 
 from recovery import exception
-from recovery.db.store import Notification
-from recovery.db.store import Status
 from recovery.flows import process_failure
+from recovery.notification import Kind
+from recovery.notification import Notification
+from recovery.notification import Status
 from tests.unit.fakes import FakeClock
 from tests.unit.fakes import MemoryNova
 from tests.unit.fakes import make_env
@@ -68,14 +69,15 @@ def nova_with(state="up", status="enabled", reason=None, **kwargs):
 
 def notification(event, process="nova-compute"):
     return Notification(
-        id=1, uuid="n-1", type="PROCESS", hostname=HOST, generated_time=WHEN,
-        payload={"process_name": process, "event": event}, origin="api",
+        id=1, uuid="n-1", type="PROCESS", kind=Kind.PROCESS, hostname=HOST,
+        generated_time=WHEN, origin="api",
+        payload={"process_name": process, "event": event},
         status=Status.RUNNING, created_at=WHEN, updated_at=WHEN)
 
 
 def run(nova, event, clock=None, **overrides):
     env = make_env(nova, clock or FakeClock(), **overrides)
-    return env, process_failure.process_failure(env, notification(event))
+    return env, process_failure.handle_process_event(env, notification(event))
 
 
 def changes(nova):
@@ -184,7 +186,7 @@ def test_started_times_out_when_the_service_never_comes_up():
     with pytest.raises(exception.WaitTimeout,
                        match=f"gave up after 10s waiting for Nova to report "
                              f"nova-compute on {HOST} up"):
-        process_failure.process_failure(env, notification("STARTED"))
+        process_failure.handle_process_event(env, notification("STARTED"))
     assert changes(nova) == []
     assert nova.services[HOST].status == "disabled"
     assert clock.t == pytest.approx(10.0)

@@ -1,5 +1,7 @@
-"""The store over a real SQLite file: notifications, duplicates, paging,
-claiming and leases, the instance journal and step events."""
+"""The store's contract, on each backend (SQLite, PostgreSQL, MariaDB):
+notifications, duplicates, paging, claiming and leases judged by the
+database's clock (a fake one here, so times are exact), the instance
+journal and step events."""
 
 import contextlib
 import datetime
@@ -11,8 +13,10 @@ import pytest
 import sqlalchemy
 
 from recovery import exception
-from recovery.db.store import Status
+from recovery.db.claims import Holder
 from recovery.db.store import open_store
+from recovery.notification import Status
+from recovery.notification import classify
 from recovery.results import InstanceResult
 from recovery.results import Outcome
 from recovery.results import Phase
@@ -30,14 +34,35 @@ def later(seconds):
     return NOW + datetime.timedelta(seconds=seconds)
 
 
+class DatabaseClock:
+    """The database's clock, as the test sets it."""
+
+    def __init__(self):
+        self.now = NOW
+
+    def __call__(self, conn):
+        return self.now
+
+
 @pytest.fixture
-def url(tmp_path):
+def url(db_url):
+    return db_url
+
+
+@pytest.fixture
+def sqlite_url(tmp_path):
     return f"sqlite:///{tmp_path}/s.sqlite"
+
+
+def open_for_test(url):
+    store = open_store(url, upgrade=True)
+    store.lease_clock = DatabaseClock()
+    return store
 
 
 @pytest.fixture
 def store(url):
-    store = open_store(url)
+    store = open_for_test(url)
     yield store
     store.close()
 
@@ -45,10 +70,49 @@ def store(url):
 def add(store, hostname="compute-1", *, type="COMPUTE_HOST",
         payload=None, status=Status.NEW, now=NOW, generated_time=None,
         **kwargs):
-    return store.add(type=type, hostname=hostname,
-                     generated_time=generated_time or now,
-                     payload=STOPPED if payload is None else payload,
-                     origin="api", status=status, now=now, **kwargs)
+    payload = STOPPED if payload is None else payload
+    return store.add(type=type, kind=classify(type, payload),
+                     hostname=hostname, generated_time=generated_time or now,
+                     payload=payload, origin="api", status=status, now=now,
+                     **kwargs)
+
+
+def claim_host(store, *, payload, now, **kwargs):
+    """What the CLI does, at ``now`` by the database's clock: the kind is
+    decided from the payload."""
+    store.lease_clock.now = now
+    return store.claim_host(kind=classify("COMPUTE_HOST", payload),
+                            payload=payload, **kwargs)
+
+
+def holder(store, uuid, owner):
+    """``owner`` as the holder of the run it took last."""
+    return Holder(owner, store.get(uuid).version, LEASE)
+
+
+def finish(store, uuid, owner, status, message, now, retry_at=None):
+    store.lease_clock.now = now
+    store.finish(uuid, status, message, holder=holder(store, uuid, owner),
+                 retry_in=None if retry_at is None else (
+                     retry_at - now).total_seconds())
+
+
+def renew(store, owner, now):
+    """What an engine's lease keeper does for each run it holds."""
+    store.lease_clock.now = now
+    for item in store.list_notifications(filters={"owner": owner,
+                                                  "status": "running"}):
+        store.renew(item.uuid, holder=holder(store, item.uuid, owner))
+
+
+def next_runnable(store, now, **kwargs):
+    store.lease_clock.now = now
+    return store.next_runnable(**kwargs)
+
+
+def take(store, item, owner, now, lease):
+    store.lease_clock.now = now
+    return store.take(item, owner, lease)
 
 
 def dead_owner():
@@ -249,8 +313,8 @@ def test_list_unknown_marker_is_not_found(store, listed, marker):
 # -- next_runnable and take -------------------------------------------------
 def claim(store, owner, now, lease):
     """What the engine does, without its gates."""
-    while (item := store.next_runnable(now)) is not None:
-        taken = store.take(item, owner, now, lease)
+    while (item := next_runnable(store, now)) is not None:
+        taken = take(store, item, owner, now, lease)
         if taken is not None:
             return taken
     return None
@@ -345,8 +409,8 @@ def test_claim_leaves_a_live_owner_of_another_host_alone(store):
 def test_claim_retries_an_error_when_due(store):
     item = add(store)
     claim(store, ME, NOW, LEASE)
-    store.finish(item.uuid, ME, Status.ERROR, "nova down", later(1),
-                 next_attempt_at=later(100))
+    finish(store, item.uuid, ME, Status.ERROR, "nova down", later(1),
+           retry_at=later(100))
     assert store.get(item.uuid).next_attempt_at == later(100)
     assert claim(store, ME, later(99), LEASE) is None
     taken = claim(store, ME, later(100), LEASE)
@@ -362,7 +426,7 @@ def test_claim_retries_an_error_when_due(store):
 def test_finish_by_the_owner(store):
     item = add(store)
     claim(store, ME, NOW, LEASE)
-    store.finish(item.uuid, ME, Status.FINISHED, "done", later(5))
+    finish(store, item.uuid, ME, Status.FINISHED, "done", later(5))
     stored = store.get(item.uuid)
     assert stored.status is Status.FINISHED
     assert stored.message == "done"
@@ -372,14 +436,14 @@ def test_finish_by_the_owner(store):
     # Finished: never claimed again, and cannot be finished twice.
     assert claim(store, ME, later(1000), LEASE) is None
     with pytest.raises(exception.RecoveryError):
-        store.finish(item.uuid, ME, Status.FAILED, "again", later(6))
+        finish(store, item.uuid, ME, Status.FAILED, "again", later(6))
 
 
 def test_finish_by_another_owner_is_refused(store):
     item = add(store)
     claim(store, ME, NOW, LEASE)
     with pytest.raises(exception.RecoveryError, match=OTHER):
-        store.finish(item.uuid, OTHER, Status.FINISHED, "done", later(5))
+        finish(store, item.uuid, OTHER, Status.FINISHED, "done", later(5))
     assert store.get(item.uuid).status is Status.RUNNING
 
 
@@ -388,14 +452,14 @@ def test_finish_after_a_takeover_is_refused(store):
     claim(store, ME, NOW, LEASE)
     claim(store, OTHER, later(LEASE + 1), LEASE)
     with pytest.raises(exception.RecoveryError):
-        store.finish(item.uuid, ME, Status.FINISHED, "late", later(70))
-    store.finish(item.uuid, OTHER, Status.FINISHED, "done", later(70))
+        finish(store, item.uuid, ME, Status.FINISHED, "late", later(70))
+    finish(store, item.uuid, OTHER, Status.FINISHED, "done", later(70))
 
 
 def test_renew_extends_the_lease(store):
     item = add(store)
     claim(store, ME, NOW, LEASE)
-    store.renew(ME, later(50), LEASE)
+    renew(store, ME, later(50))
     assert store.get(item.uuid).lease_until == later(50 + LEASE)
     # Not expired at the original lease end any more.
     assert claim(store, OTHER, later(LEASE + 1), LEASE) is None
@@ -406,16 +470,16 @@ def test_renew_leaves_other_owners_alone(store):
     theirs = add(store, "compute-2", now=later(1))
     claim(store, ME, NOW, LEASE)
     claim(store, OTHER, NOW, LEASE)
-    store.renew(ME, later(30), LEASE)
+    renew(store, ME, later(30))
     assert store.get(mine.uuid).lease_until == later(30 + LEASE)
     assert store.get(theirs.uuid).lease_until == later(LEASE)
 
 
 # -- claim_host --------------------------------------------------------------
 def test_claim_host_records_a_new_run(store):
-    item, resumed = store.claim_host(hostname="compute-1", owner=ME,
-                                     now=NOW, lease=LEASE,
-                                     payload={"event": "STOPPED"})
+    item, resumed = claim_host(store, hostname="compute-1", owner=ME,
+                               now=NOW, lease=LEASE,
+                               payload={"event": "STOPPED"})
     assert resumed is False
     assert item.status is Status.RUNNING
     assert item.origin == "cli"
@@ -430,10 +494,10 @@ def test_claim_host_records_a_new_run(store):
 
 
 def test_claim_host_resumes_an_abandoned_run(store):
-    first, _ = store.claim_host(hostname="compute-1", owner=dead_owner(),
-                                now=NOW, lease=LEASE, payload={})
-    item, resumed = store.claim_host(hostname="compute-1", owner=ME,
-                                     now=later(1), lease=LEASE, payload={})
+    first, _ = claim_host(store, hostname="compute-1", owner=dead_owner(),
+                          now=NOW, lease=LEASE, payload={})
+    item, resumed = claim_host(store, hostname="compute-1", owner=ME,
+                               now=later(1), lease=LEASE, payload={})
     assert resumed is True
     assert item.uuid == first.uuid
     assert item.owner == ME
@@ -444,9 +508,9 @@ def test_claim_host_resumes_an_abandoned_run(store):
 def test_claim_host_resumes_an_engine_run_whose_lease_expired(store):
     item = add(store)
     claim(store, OTHER, NOW, LEASE)
-    taken, resumed = store.claim_host(hostname="compute-1", owner=ME,
-                                      now=later(LEASE + 1), lease=LEASE,
-                                      payload={})
+    taken, resumed = claim_host(store, hostname="compute-1", owner=ME,
+                                now=later(LEASE + 1), lease=LEASE,
+                                payload={})
     assert resumed is True
     assert taken.uuid == item.uuid
     assert store.get(item.uuid).owner == ME
@@ -457,12 +521,12 @@ def test_claim_host_refuses_a_host_with_a_live_owner(store):
     claim(store, OTHER, NOW, LEASE)
     with pytest.raises(exception.RecoveryInProgress,
                        match=f"{OTHER}.*{item.uuid}"):
-        store.claim_host(hostname="compute-1", owner=ME, now=later(1),
-                         lease=LEASE, payload={})
+        claim_host(store, hostname="compute-1", owner=ME, now=later(1),
+                   lease=LEASE, payload={})
     assert len(store.list_notifications()) == 1
     # Another host is free.
-    _, resumed = store.claim_host(hostname="compute-2", owner=ME,
-                                  now=later(1), lease=LEASE, payload={})
+    _, resumed = claim_host(store, hostname="compute-2", owner=ME,
+                            now=later(1), lease=LEASE, payload={})
     assert resumed is False
 
 
@@ -471,7 +535,7 @@ def test_claim_host_checks_and_records_in_one_transaction(store, url,
     """An engine that claims right after claim_host's check must find the
     host busy, not start a second run next to the CLI's."""
     add(store)
-    engine = open_store(url)
+    engine = open_for_test(url)
     claimed = []
     real_tx = store._tx
 
@@ -484,8 +548,8 @@ def test_claim_host_checks_and_records_in_one_transaction(store, url,
 
     monkeypatch.setattr(store, "_tx", tx)
     try:
-        store.claim_host(hostname="compute-1", owner=ME, now=NOW,
-                         lease=LEASE, payload={})
+        claim_host(store, hostname="compute-1", owner=ME, now=NOW,
+                   lease=LEASE, payload={})
     except exception.RecoveryInProgress:
         pass
     finally:
@@ -559,9 +623,11 @@ def test_step_events_in_order(store):
     assert store.step_events(add(store, "compute-2").uuid) == []
 
 
-def test_upgrade_resumes_the_retired_resetting_phase_as_locking(url):
+def test_upgrade_resumes_the_retired_resetting_phase_as_locking(
+        sqlite_url):
     """Migration 0002: a journal left in "resetting" by an older version
     reads back as "locking" (locked, not yet evacuated)."""
+    url = sqlite_url
     store = open_store(url)
     item = add(store)
     store.save_instance(item.uuid, InstanceResult(
@@ -583,6 +649,12 @@ def test_upgrade_resumes_the_retired_resetting_phase_as_locking(url):
         conn.execute(sqlalchemy.text("DROP TABLE segments"))
         conn.execute(sqlalchemy.text(
             "ALTER TABLE instance_journal DROP COLUMN method"))
+        # And what 0005 adds.
+        conn.execute(sqlalchemy.text(
+            "ALTER TABLE notifications DROP COLUMN kind"))
+        # And what 0006 adds.
+        conn.execute(sqlalchemy.text("DROP TABLE engines"))
+        conn.execute(sqlalchemy.text("DROP TABLE locks"))
     engine.dispose()
     store = open_store(url)
     try:
@@ -599,8 +671,8 @@ STARTED = {"event": "STARTED", "host_status": "NORMAL",
 
 def test_a_held_notification_waits_and_keeps_its_attempts(store):
     item = add(store)
-    assert store.hold(store.next_runnable(NOW), "held: why", NOW, later(30))
-    assert store.next_runnable(later(29)) is None
+    assert store.hold(next_runnable(store, NOW), "held: why", 30)
+    assert next_runnable(store, later(29)) is None
     held = store.get(item.uuid)
     assert (held.status, held.attempts, held.message) == (
         Status.NEW, 0, "held: why")
@@ -611,38 +683,40 @@ def test_a_held_notification_waits_and_keeps_its_attempts(store):
 
 def test_hold_loses_to_a_concurrent_change(store):
     add(store)
-    seen = store.next_runnable(NOW)
-    assert store.take(seen, OTHER, NOW, LEASE) is not None
-    assert not store.hold(seen, "held", NOW, later(30))
+    seen = next_runnable(store, NOW)
+    assert take(store, seen, OTHER, NOW, LEASE) is not None
+    assert not store.hold(seen, "held", 30)
     assert store.get(seen.uuid).status is Status.RUNNING
 
 
 def test_resume_only_takes_abandoned_runs(store):
     add(store, "compute-1")
     abandoned = add(store, "compute-2")
-    store.take(store.get(abandoned.uuid), dead_owner(), NOW, LEASE)
-    assert store.next_runnable(later(1), resume_only=True).uuid == (
+    take(store, store.get(abandoned.uuid), dead_owner(), NOW, LEASE)
+    assert next_runnable(store, later(1), resume_only=True).uuid == (
         abandoned.uuid)
     claim(store, ME, later(1), LEASE)
-    assert store.next_runnable(later(1), resume_only=True) is None
+    assert next_runnable(store, later(1), resume_only=True) is None
 
 
 def test_started_at_is_kept_across_attempts(store):
     item = add(store)
     first = claim(store, ME, later(5), LEASE)
     assert first.started_at == later(5)
-    store.finish(item.uuid, ME, Status.ERROR, "again", later(6))
+    finish(store, item.uuid, ME, Status.ERROR, "again", later(6))
     assert claim(store, ME, later(10), LEASE).started_at == later(5)
 
 
-def test_recoveries_started_since_counts_host_failures_only(store):
+def test_recoveries_started_within_counts_host_failures_only(store):
     add(store, "compute-1")
     add(store, "compute-2", payload=STARTED)
     add(store, "compute-3")
     for seconds in (1, 2, 3):
         claim(store, f"owner-{seconds}", later(seconds), LEASE)
-    assert store.recoveries_started_since(later(2)) == [later(3)]
-    assert store.recoveries_started_since(NOW) == [later(1), later(3)]
+    store.lease_clock.now = later(10)
+    # How long ago, by the database's clock, oldest first.
+    assert store.recoveries_started_within(7.5) == [7.0]
+    assert store.recoveries_started_within(10) == [9.0, 7.0]
 
 
 def test_hosts_in_recovery_are_the_running_host_failures(store):
@@ -667,12 +741,12 @@ def test_arming_is_armed_until_disarmed(store):
 
 def test_claim_host_never_resumes_a_run_of_another_event(store):
     item = add(store)
-    store.take(store.get(item.uuid), dead_owner(), NOW, LEASE)
+    take(store, store.get(item.uuid), dead_owner(), NOW, LEASE)
     with pytest.raises(exception.RecoveryInProgress,
                        match="recovery host-failure compute-1"):
-        store.claim_host(hostname="compute-1", owner=ME, now=later(1),
-                         lease=LEASE, payload={"event": "STARTED"})
-    resumed, again = store.claim_host(
-        hostname="compute-1", owner=ME, now=later(1), lease=LEASE,
-        payload={"event": "STOPPED"})
+        claim_host(store, hostname="compute-1", owner=ME, now=later(1),
+                   lease=LEASE, payload={"event": "STARTED"})
+    resumed, again = claim_host(store, hostname="compute-1", owner=ME,
+                                now=later(1), lease=LEASE,
+                                payload={"event": "STOPPED"})
     assert (resumed.uuid, again) == (item.uuid, True)

@@ -5,8 +5,12 @@ import datetime
 
 import pytest
 
-from recovery.db.store import Status
 from recovery.db.store import open_store
+from recovery.notification import Kind
+from recovery.notification import Status
+from recovery.notification import classify
+from tests.unit.runs import finish_at
+from tests.unit.runs import take_at
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
@@ -33,12 +37,13 @@ def vm(store, started, status=Status.FINISHED, instance=VM, *,
     payload = ({"instance_uuid": instance, "event": "LIFECYCLE",
                 "vir_domain_event": "STOPPED_FAILED"} if type == "VM"
                else {"event": "STOPPED"})
-    item = store.add(type=type, hostname=hostname, generated_time=started,
+    item = store.add(type=type, kind=classify(type, payload),
+                     hostname=hostname, generated_time=started,
                      payload=payload, origin="api", status=Status.NEW,
                      now=started)
-    taken = store.take(item, OWNER, started, 60)
+    taken = take_at(store, item, OWNER, started)
     if status is not None:
-        store.finish(taken.uuid, OWNER, status, "done", at(5000))
+        finish_at(store, taken, OWNER, status, "done", at(5000))
     return taken
 
 
@@ -87,7 +92,8 @@ def test_the_instance_uuid_matches_whatever_its_case(store):
 
 
 def test_a_notification_never_started_is_not_counted(store):
-    store.add(type="VM", hostname="compute-1", generated_time=at(-10),
+    store.add(type="VM", kind=Kind.INSTANCE, hostname="compute-1",
+              generated_time=at(-10),
               payload={"instance_uuid": VM, "event": "LIFECYCLE",
                        "vir_domain_event": "STOPPED_FAILED"},
               origin="api", status=Status.FINISHED, now=at(-10))

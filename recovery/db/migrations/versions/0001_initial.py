@@ -8,6 +8,8 @@ Create Date: 2026-11-22
 import sqlalchemy as sa
 from alembic import op
 
+from recovery.db.migrations import types
+
 revision = "0001"
 down_revision = None
 branch_labels = None
@@ -22,18 +24,18 @@ def upgrade() -> None:
         sa.Column("type", sa.String(16), nullable=False),
         sa.Column("hostname", sa.String(255), nullable=False),
         sa.Column("source_host_uuid", sa.String(36)),
-        sa.Column("generated_time", sa.DateTime, nullable=False),
+        sa.Column("generated_time", types.DATETIME, nullable=False),
         sa.Column("payload", sa.Text, nullable=False),
         sa.Column("origin", sa.String(8), nullable=False),
         sa.Column("status", sa.String(16), nullable=False),
         sa.Column("message", sa.Text),
         sa.Column("attempts", sa.Integer, nullable=False),
-        sa.Column("next_attempt_at", sa.DateTime),
+        sa.Column("next_attempt_at", types.DATETIME),
         sa.Column("owner", sa.String(255)),
-        sa.Column("lease_until", sa.DateTime),
+        sa.Column("lease_until", types.DATETIME),
         sa.Column("version", sa.Integer, nullable=False),
-        sa.Column("created_at", sa.DateTime, nullable=False),
-        sa.Column("updated_at", sa.DateTime, nullable=False),
+        sa.Column("created_at", types.DATETIME, nullable=False),
+        sa.Column("updated_at", types.DATETIME, nullable=False),
     )
     op.create_index("ix_notifications_status", "notifications", ["status"])
     op.create_index("ix_notifications_hostname_status", "notifications",
@@ -47,7 +49,7 @@ def upgrade() -> None:
         sa.Column("state", sa.String(16), nullable=False),
         sa.Column("progress", sa.Float, nullable=False),
         sa.Column("message", sa.Text, nullable=False),
-        sa.Column("created_at", sa.DateTime, nullable=False),
+        sa.Column("created_at", types.DATETIME, nullable=False),
     )
     op.create_index("ix_step_events_notification", "step_events",
                     ["notification_uuid"])
@@ -67,9 +69,9 @@ def upgrade() -> None:
         sa.Column("reason", sa.Text),
         sa.Column("locked_by_us", sa.Boolean, nullable=False),
         sa.Column("migration_floor", sa.Integer),
-        sa.Column("started_at", sa.DateTime),
-        sa.Column("finished_at", sa.DateTime),
-        sa.Column("updated_at", sa.DateTime, nullable=False),
+        sa.Column("started_at", types.DATETIME),
+        sa.Column("finished_at", types.DATETIME),
+        sa.Column("updated_at", types.DATETIME, nullable=False),
         sa.UniqueConstraint("notification_uuid", "instance_uuid",
                             name="uq_journal_notification_instance"),
     )

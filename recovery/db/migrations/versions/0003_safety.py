@@ -9,6 +9,8 @@ Create Date: 2026-11-22
 import sqlalchemy as sa
 from alembic import op
 
+from recovery.db.migrations import types
+
 revision = "0003"
 down_revision = "0002"
 branch_labels = None
@@ -17,12 +19,12 @@ depends_on = None
 
 def upgrade() -> None:
     with op.batch_alter_table("notifications") as batch:
-        batch.add_column(sa.Column("started_at", sa.DateTime))
+        batch.add_column(sa.Column("started_at", types.DATETIME))
     op.create_table(
         "arming",
         sa.Column("id", sa.Integer, primary_key=True),
         sa.Column("armed", sa.Boolean, nullable=False),
         sa.Column("changed_by", sa.String(255), nullable=False),
         sa.Column("reason", sa.Text),
-        sa.Column("changed_at", sa.DateTime, nullable=False),
+        sa.Column("changed_at", types.DATETIME, nullable=False),
     )

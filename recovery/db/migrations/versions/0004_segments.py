@@ -9,6 +9,8 @@ Create Date: 2026-11-22
 import sqlalchemy as sa
 from alembic import op
 
+from recovery.db.migrations import types
+
 revision = "0004"
 down_revision = "0003"
 branch_labels = None
@@ -25,8 +27,8 @@ def upgrade() -> None:
         sa.Column("recovery_method", sa.String(16), nullable=False),
         sa.Column("service_type", sa.String(255), nullable=False),
         sa.Column("enabled", sa.Boolean, nullable=False),
-        sa.Column("created_at", sa.DateTime, nullable=False),
-        sa.Column("updated_at", sa.DateTime, nullable=False),
+        sa.Column("created_at", types.DATETIME, nullable=False),
+        sa.Column("updated_at", types.DATETIME, nullable=False),
     )
     op.create_table(
         "hosts",
@@ -40,8 +42,8 @@ def upgrade() -> None:
         sa.Column("reserved", sa.Boolean, nullable=False),
         sa.Column("on_maintenance", sa.Boolean, nullable=False),
         sa.Column("claimed_by", sa.String(36)),
-        sa.Column("created_at", sa.DateTime, nullable=False),
-        sa.Column("updated_at", sa.DateTime, nullable=False),
+        sa.Column("created_at", types.DATETIME, nullable=False),
+        sa.Column("updated_at", types.DATETIME, nullable=False),
     )
     op.create_index("ix_hosts_segment", "hosts", ["segment_uuid"])
     with op.batch_alter_table("instance_journal") as batch:

@@ -5,6 +5,9 @@ heartbeats, so a forced-down host is judged by its last heartbeat
 (``updated_at``, which keeps moving while the service runs). Its age is
 measured against the newest heartbeat of any Nova service, Nova's own
 notion of now, so the clocks of recovery and Nova need not agree.
+
+It sits beside the Nova facade: the engine's safety gates and the flows
+both read it, and neither imports the other.
 """
 
 import dataclasses

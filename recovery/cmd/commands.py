@@ -1,0 +1,329 @@
+"""``recovery``: the operator's command line, run by ``cli.main`` once the
+process is green.
+
+Exit codes: 0 every instance recovered (or nothing to do, or the edit
+made), 1 recovery failed (an instance failed, fencing failed, or Nova
+failed or could not be reached), 2 bad usage or config, an unknown host,
+segment or notification, invalid input, or a name already taken, 3
+refused for safety (a host that heartbeats, one that another live
+process is recovering, a host return while guests still move away,
+recovery disarmed, or a segment or host edit while one of the segment's
+hosts is being recovered).
+"""
+
+import argparse
+import getpass
+import logging
+import socket
+import sys
+
+import sqlalchemy as sa
+from oslo_config import cfg
+from oslo_log import log
+
+from recovery import conf as recovery_conf
+from recovery import exception
+from recovery.api import validation
+from recovery.cmd import output
+from recovery.cmd import segments
+from recovery.concurrency import Clock
+from recovery.db import connection
+from recovery.db.claims import this_process
+from recovery.db.store import open_conf_store
+from recovery.engine import runner
+from recovery.engine.lease import Lease
+from recovery.engine.lease import LeaseKeeper
+from recovery.fencing import Fencing
+from recovery.fencing import load_fencing
+from recovery.flows import Env
+from recovery.flows import Settings
+from recovery.flows import placement_for_host
+from recovery.flows import recover_host
+from recovery.notification import Status
+from recovery.notification import classify
+from recovery.nova import Nova
+from recovery.nova import load_nova
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="recovery",
+        description="Recover the instances of failed Nova compute hosts.")
+    parser.add_argument(
+        "--config-file", action="append", default=None,
+        help="Configuration file; may be repeated. Default: oslo.config's "
+             "search path (e.g. /etc/recovery/recovery.conf).")
+    parser.add_argument("-v", "--verbose", action="store_true",
+                        help="Log INFO messages on stderr.")
+    parser.add_argument("--debug", action="store_true",
+                        help="Log DEBUG messages on stderr.")
+    commands = parser.add_subparsers(dest="command", required=True)
+    host = commands.add_parser(
+        "host-failure", help="Evacuate every instance of a failed host.",
+        description="Isolate a failed compute host (force-down, disable) "
+                    "and evacuate its instances to other hosts.")
+    host.add_argument("host", help="Service host name of the failed host, "
+                                   "as in 'openstack compute service list'.")
+    host.add_argument("--dry-run", action="store_true",
+                      help="Print what would be evacuated or skipped, and "
+                           "why; change nothing in Nova.")
+    host.add_argument("--format", choices=("table", "json"), default="table",
+                      help="Result format on stdout (default: table).")
+    back = commands.add_parser(
+        "host-return", help="Bring a repaired host back into scheduling.",
+        description="Wait for the host's restarted nova-compute to "
+                    "heartbeat and complete its evacuations, then clear "
+                    "force-down, then enable it. Refused while guests "
+                    "are still moving away from it.")
+    back.add_argument("host", help="Service host name of the host.")
+    disarm = commands.add_parser(
+        "disarm", help="Stop recovery-engine from starting recoveries.",
+        description="Notifications are still accepted and recorded, and "
+                    "recoveries already running finish; nothing new "
+                    "starts until 'recovery arm'.")
+    disarm.add_argument("--reason", required=True,
+                        help="Why, for the colleagues who will see it in "
+                             "'recovery status'.")
+    commands.add_parser("arm", help="Let recoveries start again; what "
+                                    "waited runs if it is still valid.")
+    commands.add_parser("status", help="Armed or disarmed, and the "
+                                       "notifications in flight or "
+                                       "waiting.")
+    notes = commands.add_parser(
+        "notifications", help="Show recorded runs: notifications received "
+                              "by recovery-engine and host-failure runs.")
+    actions = notes.add_subparsers(dest="action", required=True)
+    listing = actions.add_parser("list", help="List notifications, newest "
+                                              "first.")
+    listing.add_argument("--status", help="Only this status (new, running, "
+                                          "finished, error, failed, "
+                                          "ignored).")
+    listing.add_argument("--host", help="Only this host.")
+    listing.add_argument("--limit", type=int, default=50,
+                         help="At most this many (default: 50).")
+    listing.add_argument("--format", choices=("table", "json"),
+                         default="table")
+    show = actions.add_parser("show", help="One notification with its steps "
+                                           "and per-instance results.")
+    show.add_argument("uuid")
+    show.add_argument("--format", choices=("table", "json"),
+                      default="table")
+    segments.add_parsers(commands)
+    database = commands.add_parser(
+        "db", help="The store's schema.",
+        description="A shared database (PostgreSQL, MariaDB/MySQL) is "
+                    "created and upgraded only by 'recovery db upgrade'; "
+                    "engines refuse to start on a schema that is not "
+                    "theirs. An SQLite store upgrades itself on first use.")
+    schema = database.add_subparsers(dest="action", required=True)
+    schema.add_parser("upgrade", help="Create or upgrade the schema to "
+                                      "this version's. Run it once, from "
+                                      "one controller; a second run waits "
+                                      "for the first.")
+    schema.add_parser("version", help="The schema's revision and this "
+                                      "version's.")
+    return parser
+
+
+def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    recovery_conf.register_opts(conf)
+    log.register_options(conf)
+    # stdout carries the results; every log line goes to stderr.
+    conf.set_default("use_stderr", True)
+    conf(args=[], project="recovery", default_config_files=args.config_file)
+    if args.debug:
+        conf.set_override("debug", True)
+    log.setup(conf, "recovery")
+    if not (args.verbose or args.debug):
+        logging.getLogger().setLevel(logging.WARNING)
+    return conf
+
+
+def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    clock = Clock()
+    nova = _load_nova(conf, clock)
+    fencing = load_fencing(conf)
+    if args.dry_run:
+        env = Env(nova=nova, clock=clock, settings=Settings.from_conf(conf),
+                  recorder=output.ProgressPrinter())
+        # No notification: the plan names the reserved hosts, takes none.
+        methods = placement_for_host(env, open_conf_store(conf), args.host,
+                                    notification_uuid="")
+        report = recover_host(env, args.host,
+                              fencer=fencing.for_host(args.host),
+                              dry_run=True, placement=methods)
+    else:
+        report = _recorded_run(conf, args.host, "STOPPED", nova, clock,
+                               fencing).report
+    render = output.render_json if args.format == "json" else (
+        output.render_table)
+    print(render(report))
+    return EXIT_OK if report.succeeded else EXIT_FAILED
+
+
+def host_return(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    clock = Clock()
+    result = _recorded_run(conf, args.host, "STARTED",
+                           _load_nova(conf, clock), clock, load_fencing(conf))
+    print(result.message)
+    return EXIT_OK
+
+
+def _load_nova(conf: cfg.ConfigOpts, clock: Clock) -> Nova:
+    # Nova's logs tell which process sent each request.
+    return load_nova(conf, clock, user_agent=f"recovery ({this_process()})")
+
+
+def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
+                  nova: Nova, clock: Clock,
+                  fencing: Fencing) -> runner.Attempt:
+    """Run ``event`` for ``host`` as a notification in the store,
+    journaled like the engine's: an interrupted run is resumed by the next
+    one (or by recovery-engine), and shows in 'recovery notifications'.
+    Refused while recovery is disarmed."""
+    store = open_conf_store(conf)
+    arming = store.arming()
+    if not arming.armed:
+        raise exception.Disarmed(
+            f"recovery is disarmed (by {arming.changed_by} at "
+            f"{arming.changed_at:%Y-%m-%d %H:%M:%S} UTC: {arming.reason}); "
+            f"run 'recovery arm' first")
+    seconds = conf.engine.lease_seconds
+    payload = {"event": event}
+    sent_at = clock.monotonic()
+    notification, resumed = store.claim_host(
+        hostname=host, kind=classify("COMPUTE_HOST", payload),
+        owner=this_process(), lease=seconds, payload=payload)
+    if resumed:
+        print(f"Resuming the interrupted run {notification.uuid}",
+              file=sys.stderr)
+    lease = Lease(notification, this_process(), seconds, clock, sent_at)
+    keeper = LeaseKeeper(store, clock, seconds)
+    keeper.track(lease)
+    keeper.start()
+    try:
+        env = Env(nova=nova.guarded(lease.check), clock=clock,
+                  settings=Settings.from_conf(conf),
+                  recorder=runner.StoreRecorder(
+                      store, lease, clock,
+                      listener=output.ProgressPrinter()))
+        result = runner.attempt(env, store, notification, fencing)
+    finally:
+        keeper.close()
+    # The command is the operator's retry: it records no 'error' for the
+    # engine to retry on its own.
+    status = (Status.FINISHED if result.status is Status.FINISHED
+              else Status.FAILED)
+    lease.write(store.finish, notification.uuid, status, result.message)
+    if result.error is not None:
+        raise result.error
+    print(f"Recorded as notification {notification.uuid}: 'recovery "
+          f"notifications show {notification.uuid}'", file=sys.stderr)
+    return result
+
+
+def set_arming(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    armed = args.command == "arm"
+    arming = open_conf_store(conf).set_arming(
+        armed, f"{getpass.getuser()}@{socket.gethostname()}",
+        None if armed else args.reason, Clock().now())
+    print(output.render_arming(arming))
+    return EXIT_OK
+
+
+def status(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    store = open_conf_store(conf)
+    print(output.render_arming(store.arming()))
+    print(f"\n{output.render_engines(store.engines())}")
+    for state in (Status.RUNNING, Status.NEW, Status.ERROR):
+        items = store.list_notifications(filters={"status": state.value})
+        print(f"\n{state.value}: {len(items)}")
+        if items:
+            print(output.render_notifications(items, "table"))
+    return EXIT_OK
+
+
+def notifications(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    store = open_conf_store(conf)
+    if args.action == "list":
+        filters = {k: v for k, v in (("status", args.status),
+                                     ("hostname", args.host)) if v}
+        items = store.list_notifications(filters=filters, limit=args.limit)
+        print(output.render_notifications(items, args.format))
+        return EXIT_OK
+    item = store.get(args.uuid)
+    print(output.render_notification(item, store.step_events(item.uuid),
+                                     store.journal(item.uuid), args.format))
+    return EXIT_OK
+
+
+def db(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    engine = connection.create_engine(connection.Options.from_conf(
+        conf.database, max_retries=0))
+    try:
+        if args.action == "upgrade":
+            before, after = connection.upgrade(engine)
+            print(f"schema at {after} (was {before or 'empty'})"
+                  if before != after else f"schema at {after}, current")
+        else:
+            print(f"database: {connection.current_revision(engine) or '-'}"
+                  f"\nthis recovery: {connection.head_revision()}")
+    except sa.exc.SQLAlchemyError as exc:
+        raise exception.StoreError(
+            f"{args.action} failed on {engine.url.render_as_string()}: "
+            f"{exc}") from exc
+    finally:
+        engine.dispose()
+    return EXIT_OK
+
+
+def segments_and_hosts(conf: cfg.ConfigOpts,
+                       args: argparse.Namespace) -> int:
+    segments.run(conf, args)
+    return EXIT_OK
+
+
+def _fail(code: int, message: str) -> int:
+    print(f"recovery: error: {message}", file=sys.stderr)
+    return code
+
+
+COMMANDS = {"host-failure": host_failure, "host-return": host_return,
+            "notifications": notifications, "disarm": set_arming,
+            "arm": set_arming, "status": status,
+            "segment": segments_and_hosts, "host": segments_and_hosts,
+            "db": db}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command = COMMANDS[args.command]
+    try:
+        conf = load_conf(args)
+        return command(conf, args)
+    except (exception.HostNotDown, exception.RecoveryInProgress,
+            exception.EvacuationsUnfinished, exception.Disarmed,
+            exception.InUse) as exc:
+        return _fail(EXIT_REFUSED, str(exc))
+    except (cfg.Error, exception.ConfigError, exception.UnknownHost,
+            exception.NotFound, exception.Duplicate,
+            validation.Invalid) as exc:
+        return _fail(EXIT_USAGE, str(exc))
+    except exception.NovaForbidden as exc:
+        return _fail(EXIT_USAGE, f"{exc}. Check the [nova] credentials; "
+                                 f"recovery needs an admin role")
+    except exception.NovaUnreachable as exc:
+        return _fail(EXIT_FAILED, f"{exc}. Check [nova] endpoint_override "
+                                  f"or auth_url, and that Nova is up")
+    except exception.RecoveryError as exc:
+        return _fail(EXIT_FAILED, str(exc))
+    except KeyboardInterrupt:
+        return _fail(130, "interrupted. Instances that were moving may "
+                          "still be locked; the run is journaled. Run the "
+                          "same command again to resume it: it finishes "
+                          "what was in flight without evacuating anything "
+                          "twice, and releases the locks (recovery-engine, "
+                          "if it runs, resumes it too)")

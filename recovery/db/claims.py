@@ -1,0 +1,288 @@
+"""Who runs which notification: claims and their leases.
+
+A claim is a compare-and-swap on the notification's version, made under
+the "claims" row lock (SQLite: its write lock), so a notification never
+runs twice and a host never has two live runs, however many engines
+share the database. A run is abandoned when its lease expired by the
+database's clock, or when its owner was a process of this machine that
+has exited; another engine, or the CLI, then resumes it from the journal.
+
+The version a run was taken at is its fencing token: only a take changes
+it while the notification runs. Every write a holder makes for its run
+(the journal entry before each side effect, a step event, a renewal, the
+end) checks the token and the lease in the same transaction, and fails
+with ``LeaseLost`` once another process has taken over or the lease ran
+out, whatever the holder's own clock says.
+"""
+
+import dataclasses
+import datetime
+import os
+import socket
+import uuid as uuidlib
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+
+from recovery import exception
+from recovery.db.notifications import NotificationStore
+from recovery.db.notifications import canonical_payload
+from recovery.db.notifications import row_to_notification
+from recovery.db.tables import locks
+from recovery.db.tables import notifications
+from recovery.notification import Kind
+from recovery.notification import Notification
+from recovery.notification import Status
+
+# The command that runs each kind of host run by hand.
+_COMMANDS = {Kind.HOST_FAILURE: "host-failure",
+             Kind.HOST_RETURN: "host-return"}
+
+
+def this_process() -> str:
+    """The owner name of a lease taken by this process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def owner_gone(owner: str | None) -> bool:
+    """True when ``owner`` was a process of this host that has exited."""
+    host, _, pid = (owner or "").rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    if int(pid) == os.getpid():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False
+
+
+@dataclasses.dataclass(frozen=True)
+class Holder:
+    """A run as its holder proves it holds it: the owner, the fencing
+    token (the version it took the run at), and the lease each write
+    extends, in seconds."""
+
+    owner: str
+    token: int
+    lease: float
+
+
+def _later(now: datetime.datetime, seconds: float) -> datetime.datetime:
+    return now + datetime.timedelta(seconds=seconds)
+
+
+def lock_claims(conn: Any) -> None:
+    """Serialize claims across engines until the transaction ends."""
+    conn.execute(sa.select(locks.c.name).where(
+        locks.c.name == "claims").with_for_update())
+
+
+def hold_run(conn: Any, uuid: str, holder: Holder,
+             now: datetime.datetime) -> None:
+    """Extend ``holder``'s lease on its run, or raise ``LeaseLost``. In the
+    transaction of a write, this is the write's fencing check; the row
+    stays locked until it commits, so no takeover comes in between."""
+    done = conn.execute(notifications.update().where(
+        notifications.c.uuid == uuid,
+        notifications.c.owner == holder.owner,
+        notifications.c.version == holder.token,
+        notifications.c.status == Status.RUNNING.value,
+        notifications.c.lease_until > now).values(
+            lease_until=_later(now, holder.lease)))
+    if done.rowcount != 1:
+        raise exception.LeaseLost(
+            f"notification {uuid} is no longer held by {holder.owner} "
+            f"(its lease ran out by the database's clock, or another "
+            f"process took the run over)")
+
+
+class ClaimStore(NotificationStore):
+    """The claim and lease methods of ``Store``, over its notifications."""
+
+    def _live_runs(self, conn: Any, now: datetime.datetime,
+                   hostname: str | None = None) -> Iterator[Notification]:
+        query = notifications.select().where(
+            notifications.c.status == Status.RUNNING.value)
+        if hostname is not None:
+            query = query.where(notifications.c.hostname == hostname)
+        for row in conn.execute(query):
+            item = row_to_notification(row)
+            if not self._abandoned(item, now):
+                yield item
+
+    @staticmethod
+    def _abandoned(item: Notification, now: datetime.datetime) -> bool:
+        return ((item.lease_until is not None and item.lease_until <= now)
+                or owner_gone(item.owner))
+
+    def _take(self, conn: Any, item: Notification, owner: str,
+              now: datetime.datetime, lease: float) -> Notification | None:
+        """Compare-and-swap ``item`` to running under ``owner``."""
+        resumed = item.status is Status.RUNNING
+        values = dict(status=Status.RUNNING.value, owner=owner,
+                      lease_until=_later(now, lease),
+                      next_attempt_at=None, updated_at=now,
+                      version=item.version + 1,
+                      started_at=item.started_at or now,
+                      # A resumed run continues its attempt.
+                      attempts=item.attempts + (0 if resumed else 1))
+        done = conn.execute(notifications.update().where(
+            notifications.c.uuid == item.uuid,
+            notifications.c.version == item.version).values(**values))
+        if done.rowcount != 1:
+            return None
+        return dataclasses.replace(item, status=Status.RUNNING,
+                                   **{k: v for k, v in values.items()
+                                      if k != "status"})
+
+    def _runnable(self, item: Notification, now: datetime.datetime) -> bool:
+        if item.status is Status.RUNNING:
+            return self._abandoned(item, now)
+        return item.status in (Status.NEW, Status.ERROR) and (
+            item.next_attempt_at is None or item.next_attempt_at <= now)
+
+    def next_runnable(self, *, resume_only: bool = False
+                      ) -> Notification | None:
+        """The oldest runnable notification, unclaimed: new or in error,
+        once due; or running under an owner that is gone. Never one for
+        a host another live run is working on. ``resume_only`` looks at
+        abandoned runs only."""
+        waiting = notifications.c.status.in_(
+            [Status.NEW.value, Status.ERROR.value])
+        running = notifications.c.status == Status.RUNNING.value
+        query = notifications.select().where(
+            running if resume_only else sa.or_(waiting, running),
+        ).order_by(
+            # Abandoned runs first: they may hold locks.
+            sa.case((running, 0), else_=1),
+            notifications.c.created_at, notifications.c.id)
+        with self._tx() as conn:
+            now = self.lease_clock(conn)
+            busy = {n.hostname for n in self._live_runs(conn, now)}
+            for row in conn.execute(query):
+                item = row_to_notification(row)
+                if item.hostname not in busy and self._runnable(item, now):
+                    return item
+        return None
+
+    def take(self, item: Notification, owner: str, lease: float, *,
+             window: tuple[int, float] | None = None
+             ) -> Notification | None:
+        """Claim ``item`` (from ``next_runnable``) for ``owner``; None if
+        another process changed it first, if another live run now holds
+        its host, or if it would start a host recovery beyond ``window``
+        (at most that many starts in that many seconds)."""
+        with self._tx() as conn:
+            lock_claims(conn)
+            now = self.lease_clock(conn)
+            row = conn.execute(notifications.select().where(
+                notifications.c.uuid == item.uuid)).first()
+            current = row_to_notification(row)
+            if (current.version != item.version
+                    or not self._runnable(current, now)
+                    or any(live.uuid != current.uuid for live in
+                           self._live_runs(conn, now, current.hostname))):
+                return None
+            if (window is not None and current.status is not Status.RUNNING
+                    and current.kind is Kind.HOST_FAILURE
+                    and len(self._started_within(conn, now, window[1]))
+                    >= window[0]):
+                return None
+            return self._take(conn, current, owner, now, lease)
+
+    def hold(self, item: Notification, message: str, delay: float) -> bool:
+        """Leave ``item`` waiting (new or error, attempts untouched) with
+        the reason, for ``delay`` seconds. False if it changed
+        meanwhile."""
+        with self._tx() as conn:
+            now = self.lease_clock(conn)
+            done = conn.execute(notifications.update().where(
+                notifications.c.uuid == item.uuid,
+                notifications.c.version == item.version).values(
+                    message=message, next_attempt_at=_later(now, delay),
+                    updated_at=now, version=item.version + 1))
+        return done.rowcount == 1
+
+    def _started_within(self, conn: Any, now: datetime.datetime,
+                        seconds: float) -> list[float]:
+        rows = conn.execute(sa.select(notifications.c.started_at).where(
+            notifications.c.kind == Kind.HOST_FAILURE.value,
+            notifications.c.started_at > _later(now, -seconds)).order_by(
+                notifications.c.started_at))
+        return [(now - r.started_at).total_seconds() for r in rows]
+
+    def recoveries_started_within(self, seconds: float) -> list[float]:
+        """How long ago (seconds, by the database's clock) each host
+        recovery of the last ``seconds`` started, oldest first."""
+        with self._tx() as conn:
+            return self._started_within(conn, self.lease_clock(conn),
+                                        seconds)
+
+    def claim_host(self, *, hostname: str, kind: Kind, owner: str,
+                   lease: float, payload: dict[str, Any]
+                   ) -> tuple[Notification, bool]:
+        """Claim a run of ``hostname`` for the CLI: resume an abandoned
+        one (returned with True), or record a new one. Raise
+        ``RecoveryInProgress`` if a live process is recovering the host."""
+        with self._tx() as conn:
+            lock_claims(conn)
+            now = self.lease_clock(conn)
+            for live in self._live_runs(conn, now, hostname):
+                raise exception.RecoveryInProgress(
+                    f"{hostname} is being recovered by {live.owner} "
+                    f"(notification {live.uuid}, since "
+                    f"{live.updated_at:%Y-%m-%d %H:%M:%S} UTC)")
+            row = conn.execute(notifications.select().where(
+                notifications.c.hostname == hostname,
+                notifications.c.kind.in_([k.value for k in _COMMANDS]),
+                notifications.c.status == Status.RUNNING.value)
+                .order_by(notifications.c.id).limit(1)).first()
+            if row is not None:
+                item = row_to_notification(row)
+                if item.kind is not kind:
+                    raise exception.RecoveryInProgress(
+                        f"an interrupted {item.event} run of {hostname} "
+                        f"(notification {item.uuid}) must finish first: "
+                        f"run 'recovery {_COMMANDS[item.kind]} "
+                        f"{hostname}'")
+                taken = self._take(conn, item, owner, now, lease)
+                if taken is not None:
+                    return taken, True
+            # In the transaction of the check: no engine or other CLI can
+            # claim the host in between.
+            uuid = str(uuidlib.uuid4())
+            conn.execute(notifications.insert().values(
+                uuid=uuid, type="COMPUTE_HOST", kind=kind.value,
+                hostname=hostname, generated_time=now,
+                payload=canonical_payload(payload), origin="cli",
+                status=Status.RUNNING.value, attempts=1, owner=owner,
+                started_at=now, lease_until=_later(now, lease),
+                version=0, created_at=now, updated_at=now))
+        return self.get(uuid), False
+
+    def renew(self, uuid: str, *, holder: Holder) -> None:
+        """Extend ``holder``'s lease on its run; ``LeaseLost`` if it no
+        longer holds it. A lease that ran out is never revived."""
+        with self._tx() as conn:
+            hold_run(conn, uuid, holder, self.lease_clock(conn))
+
+    def finish(self, uuid: str, status: Status, message: str, *,
+               holder: Holder, retry_in: float | None = None) -> None:
+        """End ``holder``'s run of a notification; ``retry_in`` seconds
+        until the next attempt may start. ``LeaseLost`` if it no longer
+        holds the run."""
+        with self._tx() as conn:
+            now = self.lease_clock(conn)
+            hold_run(conn, uuid, holder, now)
+            conn.execute(notifications.update().where(
+                notifications.c.uuid == uuid).values(
+                    status=status.value, message=message, owner=None,
+                    lease_until=None, updated_at=now,
+                    next_attempt_at=(None if retry_in is None
+                                     else _later(now, retry_in)),
+                    version=notifications.c.version + 1))

@@ -1,0 +1,302 @@
+"""The database behind the store: SQLite for one engine, PostgreSQL or
+MariaDB/MySQL for several engines that share it.
+
+Server databases are opened through oslo.db, as every OpenStack service
+opens its ``[database]``: its option names, MySQL's sql_mode, connection
+recycling and pre-ping, and its translation of each driver's deadlock and
+lost-connection errors. SQLite keeps its own set-up (WAL, durable commits,
+writers serialized by ``BEGIN IMMEDIATE``), which oslo.db's own SQLite
+handling would replace with a deferred ``BEGIN``.
+
+Every wait on the server is bounded: the connect, each statement, each
+lock wait, and a transaction left idle by a client that froze (its row
+locks would otherwise stall every other engine).
+"""
+
+import contextlib
+import dataclasses
+import datetime
+import importlib.util
+import os
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import sqlalchemy as sa
+from alembic import command as alembic_command
+from alembic.config import Config as AlembicConfig
+from alembic.runtime.migration import MigrationContext
+from alembic.script import ScriptDirectory
+from oslo_config import cfg
+
+from recovery import exception
+
+# The drivers recovery supports, by backend: (driver, module to import,
+# what to install).
+DRIVERS = {
+    "sqlite": ("pysqlite", "sqlite3", "Python's sqlite3"),
+    "postgresql": ("psycopg", "psycopg", "pip install 'recovery[postgresql]'"
+                                         " (psycopg 3)"),
+    "mysql": ("pymysql", "pymysql", "pip install 'recovery[mysql]'"
+                                    " (PyMySQL)"),
+    "mariadb": ("pymysql", "pymysql", "pip install 'recovery[mysql]'"
+                                      " (PyMySQL)"),
+}
+
+# Serializes 'recovery db upgrade' runs on a server database.
+UPGRADE_LOCK = "recovery-db-upgrade"
+UPGRADE_LOCK_WAIT = 60
+_PG_UPGRADE_LOCK_KEY = 0x7265636F76657279  # "recovery"
+
+
+@dataclasses.dataclass(frozen=True)
+class Options:
+    """The ``[database]`` options that shape a connection."""
+
+    connection: str
+    busy_timeout: float
+    statement_timeout: float
+    mysql_sql_mode: str | None
+    mysql_wsrep_sync_wait: int | None
+    connection_recycle_time: int
+    max_pool_size: int | None
+    max_overflow: int | None
+    pool_timeout: int | None
+    max_retries: int
+    retry_interval: int
+
+    @classmethod
+    def from_conf(cls, group: Any, **overrides: Any) -> "Options":
+        fields = {f.name: getattr(group, f.name)
+                  for f in dataclasses.fields(cls)}
+        return cls(**{**fields, **overrides})
+
+    @classmethod
+    def defaults(cls, connection: str) -> "Options":
+        """The options' defaults, for ``connection``."""
+        from recovery.conf import database
+
+        conf = cfg.ConfigOpts()
+        database.register_opts(conf)
+        conf([], default_config_files=[], default_config_dirs=[])
+        return cls.from_conf(conf.database, connection=connection)
+
+
+def parse_url(connection: str) -> sa.engine.URL:
+    """The URL, with a supported driver whose package is installed.
+
+    ``postgresql://`` means psycopg 3 and ``mysql://`` PyMySQL; any other
+    driver, or a driver that is not installed, is a ConfigError in one
+    line that says what to do.
+    """
+    try:
+        url = sa.engine.make_url(connection)
+    except sa.exc.ArgumentError as exc:
+        raise exception.ConfigError(
+            f"[database] connection is not a database URL: {exc}") from exc
+    backend = url.get_backend_name()
+    if backend not in DRIVERS:
+        raise exception.ConfigError(
+            f"[database] connection: unsupported database '{backend}'; use "
+            f"sqlite://, postgresql+psycopg:// or mysql+pymysql://")
+    driver, module, install = DRIVERS[backend]
+    if "+" not in url.drivername:
+        url = url.set(drivername=f"{backend}+{driver}")
+    if url.get_driver_name() != driver:
+        raise exception.ConfigError(
+            f"[database] connection: the driver "
+            f"'{url.get_driver_name()}' is not supported for {backend}; "
+            f"use {backend}+{driver}://")
+    if importlib.util.find_spec(module) is None:
+        raise exception.ConfigError(
+            f"[database] connection names {backend}, but its driver "
+            f"{driver} is not installed: {install}")
+    return url
+
+
+def is_shared(url: sa.engine.URL) -> bool:
+    """A server database, which several engines may share."""
+    return url.get_backend_name() != "sqlite"
+
+
+def create_engine(options: Options) -> sa.engine.Engine:
+    url = parse_url(options.connection)
+    try:
+        if not is_shared(url):
+            return _sqlite_engine(url, options)
+        return _server_engine(url, options)
+    except sa.exc.SQLAlchemyError as exc:
+        raise exception.ConfigError(
+            f"cannot open the store {url.render_as_string()}: {exc}. "
+            f"Check [database] connection") from exc
+
+
+def _sqlite_engine(url: sa.engine.URL,
+                   options: Options) -> sa.engine.Engine:
+    engine = sa.create_engine(url, connect_args={
+        "timeout": options.busy_timeout, "check_same_thread": False})
+
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, record: Any) -> None:
+        # Let the "begin" event below issue BEGIN itself.
+        dbapi_connection.isolation_level = None
+        cursor = dbapi_connection.cursor()
+        cursor.execute("PRAGMA journal_mode=WAL")
+        # WAL with FULL: a commit is on disk when it returns.
+        cursor.execute("PRAGMA synchronous=FULL")
+        cursor.execute("PRAGMA foreign_keys=ON")
+        cursor.close()
+
+    @sa.event.listens_for(engine, "begin")
+    def _begin(conn: Any) -> None:
+        # Every transaction takes the write lock first: "check, then
+        # write" is atomic across processes.
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+
+    return engine
+
+
+def _server_engine(url: sa.engine.URL,
+                   options: Options) -> sa.engine.Engine:
+    from oslo_db.sqlalchemy import engines
+
+    timeout = max(1, round(options.statement_timeout))
+    if url.get_backend_name() == "postgresql":
+        millis = timeout * 1000
+        bounds = {
+            "connect_timeout": str(timeout),
+            # A frozen client's open transaction holds its row locks:
+            # the server ends it, so other engines can take over.
+            "options": f"-c statement_timeout={millis} "
+                       f"-c lock_timeout={millis} "
+                       f"-c idle_in_transaction_session_timeout={millis}",
+            "tcp_user_timeout": str(millis)}
+    else:
+        bounds = {"charset": "utf8mb4", "connect_timeout": str(timeout),
+                  "read_timeout": str(timeout * 3),
+                  "write_timeout": str(timeout * 3)}
+    # What the operator's URL says wins.
+    url = url.update_query_dict(
+        {k: v for k, v in bounds.items() if k not in url.query})
+    engine = engines.create_engine(
+        url, mysql_sql_mode=options.mysql_sql_mode,
+        mysql_wsrep_sync_wait=options.mysql_wsrep_sync_wait,
+        connection_recycle_time=options.connection_recycle_time,
+        max_pool_size=options.max_pool_size,
+        max_overflow=options.max_overflow,
+        pool_timeout=options.pool_timeout,
+        max_retries=options.max_retries,
+        retry_interval=options.retry_interval)
+    if url.get_backend_name() != "postgresql":
+        _bound_mysql_waits(engine, timeout)
+    return engine
+
+
+def _bound_mysql_waits(engine: sa.engine.Engine, timeout: int) -> None:
+    @sa.event.listens_for(engine, "connect")
+    def _connect(dbapi_connection: Any, record: Any) -> None:
+        cursor = dbapi_connection.cursor()
+        # No gap locks: two runs' journal upserts never deadlock.
+        cursor.execute("SET SESSION TRANSACTION ISOLATION LEVEL "
+                       "READ COMMITTED")
+        cursor.execute("SET SESSION innodb_lock_wait_timeout = %s",
+                       [timeout])
+        cursor.execute("SELECT VERSION()")
+        if "mariadb" in cursor.fetchone()[0].lower():
+            # MariaDB ends a transaction its client left idle (frozen).
+            cursor.execute("SET SESSION idle_transaction_timeout = %s",
+                           [timeout])
+        cursor.close()
+
+
+def database_now(conn: sa.engine.Connection) -> datetime.datetime:
+    """The database server's time (UTC): the one clock that every engine
+    sharing the database reads, whatever its own clock says. An SQLite
+    file's server is this machine."""
+    backend = conn.dialect.name
+    if backend == "postgresql":
+        value = conn.execute(sa.text("SELECT CURRENT_TIMESTAMP")).scalar()
+        return value.astimezone(datetime.timezone.utc)
+    if backend in ("mysql", "mariadb"):
+        value = conn.execute(sa.text("SELECT UTC_TIMESTAMP(6)")).scalar()
+        return value.replace(tzinfo=datetime.timezone.utc)
+    return datetime.datetime.now(datetime.timezone.utc)
+
+
+# -- the schema --------------------------------------------------------
+def _alembic_config() -> AlembicConfig:
+    config = AlembicConfig()
+    config.set_main_option(
+        "script_location",
+        os.path.join(os.path.dirname(__file__), "migrations"))
+    return config
+
+
+def head_revision() -> str:
+    return ScriptDirectory.from_config(_alembic_config()).get_current_head()
+
+
+def current_revision(engine: sa.engine.Engine) -> str | None:
+    with engine.connect() as conn:
+        return MigrationContext.configure(conn).get_current_revision()
+
+
+def upgrade(engine: sa.engine.Engine) -> tuple[str | None, str]:
+    """Create or upgrade the schema to this version's head, one upgrade
+    at a time. Returns the revisions before and after."""
+    config = _alembic_config()
+    with engine.begin() as conn:
+        with _upgrade_lock(conn):
+            before = MigrationContext.configure(conn).get_current_revision()
+            config.attributes["connection"] = conn
+            alembic_command.upgrade(config, "head")
+    return before, head_revision()
+
+
+@contextlib.contextmanager
+def _upgrade_lock(conn: sa.engine.Connection) -> Iterator[None]:
+    """Two 'recovery db upgrade' runs never migrate at once. SQLite's
+    BEGIN IMMEDIATE already serializes them; PostgreSQL's lock ends with
+    the transaction; MySQL's is the session's, released here."""
+    backend = conn.dialect.name
+    if backend == "postgresql":
+        conn.execute(sa.select(sa.func.pg_advisory_xact_lock(
+            _PG_UPGRADE_LOCK_KEY)))
+    if backend not in ("mysql", "mariadb"):
+        yield
+        return
+    deadline = time.monotonic() + UPGRADE_LOCK_WAIT
+    # Short waits: each stays within the connection's read timeout.
+    while conn.execute(sa.select(sa.func.get_lock(UPGRADE_LOCK, 1))
+                       ).scalar() != 1:
+        if time.monotonic() > deadline:
+            raise exception.StoreError(
+                f"another 'recovery db upgrade' has held the upgrade lock "
+                f"for {UPGRADE_LOCK_WAIT} s; let it finish, then run this "
+                f"one again")
+    try:
+        yield
+    finally:
+        conn.execute(sa.select(sa.func.release_lock(UPGRADE_LOCK)))
+
+
+def check_schema(engine: sa.engine.Engine) -> None:
+    """Refuse a shared database whose schema is not this version's: an
+    engine never migrates a database other engines use."""
+    current, head = current_revision(engine), head_revision()
+    if current == head:
+        return
+    if current is None:
+        raise exception.SchemaMismatch(
+            "the database has no recovery schema yet: run "
+            "'recovery db upgrade' once, from one controller")
+    known = {script.revision for script in ScriptDirectory.from_config(
+        _alembic_config()).walk_revisions()}
+    if current in known:
+        raise exception.SchemaMismatch(
+            f"the database schema is at revision {current}, older than "
+            f"this recovery's {head}: run 'recovery db upgrade' once, "
+            f"from one controller")
+    raise exception.SchemaMismatch(
+        f"the database schema is at revision {current}, newer than this "
+        f"recovery's {head}: upgrade recovery on this controller")

@@ -1,0 +1,99 @@
+"""The engines' control state in the store: the arming switch, and the
+registry of the engines that share the database."""
+
+import dataclasses
+import datetime
+
+import sqlalchemy as sa
+
+from recovery.db.tables import arming
+from recovery.db.tables import engines
+from recovery.db.tables import notifications
+from recovery.db.transaction import Transactional
+from recovery.notification import Status
+
+# An engine not seen for this long is dropped from the registry.
+FORGET_AFTER = datetime.timedelta(days=1)
+
+
+@dataclasses.dataclass(frozen=True)
+class Arming:
+    """Whether the engine may start recoveries, and who said so."""
+
+    armed: bool
+    changed_by: str | None = None
+    reason: str | None = None
+    changed_at: datetime.datetime | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class EngineRecord:
+    """An engine as it last reported itself, and the runs it holds."""
+
+    name: str
+    host: str
+    pid: int
+    started_at: datetime.datetime
+    last_seen: datetime.datetime
+    # Seconds since last_seen, by the database's clock.
+    silent_for: float
+    runs: tuple[str, ...]
+
+
+class ControlStore(Transactional):
+    """The control methods of ``Store``."""
+
+    def arming(self) -> Arming:
+        with self._tx() as conn:
+            row = conn.execute(arming.select().where(
+                arming.c.id == 1)).first()
+        if row is None:
+            return Arming(armed=True)
+        return Arming(armed=row.armed, changed_by=row.changed_by,
+                      reason=row.reason, changed_at=row.changed_at)
+
+    def set_arming(self, armed: bool, changed_by: str, reason: str | None,
+                   now: datetime.datetime) -> Arming:
+        values = dict(armed=armed, changed_by=changed_by, reason=reason,
+                      changed_at=now)
+        with self._tx() as conn:
+            if not conn.execute(arming.update().where(
+                    arming.c.id == 1).values(**values)).rowcount:
+                conn.execute(arming.insert().values(id=1, **values))
+        return Arming(**values)
+
+    def engine_seen(self, name: str, host: str, pid: int) -> None:
+        """Record that engine ``name`` is alive, by the database's clock;
+        forget engines silent for a day."""
+        with self._tx() as conn:
+            now = self.lease_clock(conn)
+            if not conn.execute(engines.update().where(
+                    engines.c.name == name).values(last_seen=now)).rowcount:
+                conn.execute(engines.insert().values(
+                    name=name, host=host, pid=pid, started_at=now,
+                    last_seen=now))
+            conn.execute(engines.delete().where(
+                engines.c.last_seen < now - FORGET_AFTER))
+
+    def engine_gone(self, name: str) -> None:
+        """Engine ``name`` stopped cleanly."""
+        with self._tx() as conn:
+            conn.execute(engines.delete().where(engines.c.name == name))
+
+    def engines(self) -> list[EngineRecord]:
+        """Every engine that shares the database, most recently seen
+        first, with the notifications each one runs."""
+        with self._tx() as conn:
+            now = self.lease_clock(conn)
+            runs: dict[str, list[str]] = {}
+            for row in conn.execute(sa.select(
+                    notifications.c.owner, notifications.c.uuid).where(
+                        notifications.c.status == Status.RUNNING.value)):
+                runs.setdefault(row.owner, []).append(row.uuid)
+            rows = conn.execute(engines.select().order_by(
+                engines.c.last_seen.desc(), engines.c.name))
+            return [EngineRecord(
+                name=r.name, host=r.host, pid=r.pid,
+                started_at=r.started_at, last_seen=r.last_seen,
+                silent_for=max(0.0, (now - r.last_seen).total_seconds()),
+                runs=tuple(runs.get(r.name, ()))) for r in rows]

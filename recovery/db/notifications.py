@@ -1,0 +1,155 @@
+"""Notifications in the store: recording them, reading them, and the
+counts the safety gates and the crash-loop brake ask for.
+
+Each notification's kind was decided at intake and is a column: the
+counts select on it and never read a payload to find out what a
+notification is.
+"""
+
+import datetime
+import json
+import uuid as uuidlib
+from typing import Any
+
+import sqlalchemy as sa
+
+from recovery import exception
+from recovery.db.tables import notifications
+from recovery.db.transaction import Transactional
+from recovery.notification import Kind
+from recovery.notification import Notification
+from recovery.notification import Status
+
+SORT_KEYS = frozenset({"created_at", "updated_at", "generated_time",
+                       "status", "type", "hostname"})
+
+
+def row_to_notification(row: Any) -> Notification:
+    data = dict(row._mapping)
+    data["payload"] = json.loads(data["payload"])
+    data["status"] = Status(data["status"])
+    data["kind"] = Kind(data["kind"])
+    return Notification(**data)
+
+
+def _shift(value: datetime.datetime,
+           delta: datetime.timedelta) -> datetime.datetime:
+    """``value + delta``, stopping at the ends of the datetime range."""
+    try:
+        return value + delta
+    except OverflowError:
+        end = datetime.datetime.max if delta > datetime.timedelta(0) else (
+            datetime.datetime.min)
+        return end.replace(tzinfo=datetime.timezone.utc)
+
+
+def canonical_payload(payload: dict[str, Any]) -> str:
+    return json.dumps(payload, sort_keys=True, separators=(",", ":"))
+
+
+class NotificationStore(Transactional):
+    """The notification methods of ``Store``."""
+
+    def add(self, *, type: str, kind: Kind, hostname: str,
+            generated_time: datetime.datetime, payload: dict[str, Any],
+            origin: str, status: Status, now: datetime.datetime,
+            message: str | None = None, source_host_uuid: str | None = None,
+            duplicate_window: float = 0) -> Notification:
+        """Store a notification; raise ``Duplicate`` if the same type, host
+        and payload arrived with a generated_time within the window."""
+        values = dict(
+            uuid=str(uuidlib.uuid4()), type=type, kind=kind.value,
+            hostname=hostname, source_host_uuid=source_host_uuid,
+            generated_time=generated_time,
+            payload=canonical_payload(payload), origin=origin,
+            status=status.value, message=message, attempts=0, version=0,
+            created_at=now, updated_at=now)
+        with self._tx() as conn:
+            if duplicate_window:
+                window = datetime.timedelta(seconds=duplicate_window)
+                earlier = conn.execute(
+                    sa.select(notifications.c.uuid).where(
+                        notifications.c.type == type,
+                        notifications.c.hostname == hostname,
+                        notifications.c.payload == values["payload"],
+                        notifications.c.generated_time > _shift(
+                            generated_time, -window),
+                        notifications.c.generated_time < _shift(
+                            generated_time, window)).limit(1)).scalar()
+                if earlier:
+                    raise exception.Duplicate(
+                        f"a {type} notification for {hostname} with the "
+                        f"same payload was received within "
+                        f"{duplicate_window:g} s: {earlier}")
+            conn.execute(notifications.insert().values(**values))
+        return self.get(values["uuid"])
+
+    def get(self, uuid: str) -> Notification:
+        with self._tx() as conn:
+            row = conn.execute(notifications.select().where(
+                notifications.c.uuid == uuid)).first()
+        if row is None:
+            raise exception.NotFound(f"no notification {uuid}")
+        return row_to_notification(row)
+
+    def list_notifications(self, *, filters: dict[str, Any] | None = None,
+             generated_since: datetime.datetime | None = None,
+             limit: int | None = None, marker: str | None = None,
+             sort_key: str = "created_at", sort_dir: str = "desc"
+             ) -> list[Notification]:
+        column = notifications.c[sort_key]
+        order = column.desc() if sort_dir == "desc" else column.asc()
+        tiebreak = (notifications.c.id.desc() if sort_dir == "desc"
+                    else notifications.c.id.asc())
+        query = notifications.select().order_by(order, tiebreak)
+        for key, value in (filters or {}).items():
+            query = query.where(notifications.c[key] == value)
+        if generated_since is not None:
+            query = query.where(
+                notifications.c.generated_time >= generated_since)
+        with self._tx() as conn:
+            if marker is not None:
+                by_id = (marker.isascii() and marker.isdigit()
+                         and int(marker) < 2 ** 63)
+                key = (notifications.c.id == int(marker) if by_id
+                       else notifications.c.uuid == marker)
+                anchor = conn.execute(
+                    sa.select(column, notifications.c.id).where(key)).first()
+                if anchor is None:
+                    raise exception.NotFound(f"marker {marker} not found")
+                before = sa.tuple_(column, notifications.c.id) < tuple(anchor)
+                after = sa.tuple_(column, notifications.c.id) > tuple(anchor)
+                query = query.where(before if sort_dir == "desc" else after)
+            if limit is not None:
+                query = query.limit(limit)
+            return [row_to_notification(r) for r in conn.execute(query)]
+
+    # -- what the gates and the crash-loop brake count -----------------------
+    def hosts_in_recovery(self) -> set[str]:
+        """Hosts with a host failure being recovered."""
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(notifications.c.hostname).where(
+                notifications.c.kind == Kind.HOST_FAILURE.value,
+                notifications.c.status == Status.RUNNING.value))
+            return {r.hostname for r in rows}
+
+    def restarts_since(self, instance_uuid: str, since: datetime.datetime,
+                       excluding_uuid: str | None = None
+                       ) -> list[datetime.datetime]:
+        """When each restart of ``instance_uuid`` by the instance-failure
+        flow started, if at or after ``since``, oldest first: its
+        notifications that ended finished, other than ``excluding_uuid``.
+        Ignored ones and crash-loop refusals restarted nothing; one in
+        error is retried as itself (up to [engine] retry_max_attempts)."""
+        query = sa.select(
+            notifications.c.started_at, notifications.c.payload).where(
+                notifications.c.kind == Kind.INSTANCE.value,
+                notifications.c.status == Status.FINISHED.value,
+                notifications.c.started_at >= since)
+        if excluding_uuid is not None:
+            query = query.where(notifications.c.uuid != excluding_uuid)
+        wanted = instance_uuid.lower()
+        with self._tx() as conn:
+            rows = conn.execute(query.order_by(notifications.c.started_at))
+            return [r.started_at for r in rows if str(json.loads(
+                r.payload).get("instance_uuid", "")).lower() == wanted]

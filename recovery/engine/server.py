@@ -1,0 +1,187 @@
+"""``recovery-engine``'s process: the notification API and the engine,
+their signals and the order of shutdown, owned by one ``Server`` (as
+uvicorn's ``Server`` owns its app's).
+
+The order matters: what the engine runs uses the store, and so does what
+the API receives; the store closes only once both have stopped.
+"""
+
+import contextlib
+import logging
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+from oslo_config import cfg
+from oslo_log import log
+
+from recovery import concurrency
+from recovery import conf as recovery_conf
+from recovery import exception
+from recovery.api import auth
+from recovery.api.app import NotificationAPI
+from recovery.db.claims import this_process
+from recovery.db.store import Store
+from recovery.db.store import open_conf_store
+from recovery.engine.service import Engine
+from recovery.engine.systemd import Notifier
+from recovery.fencing import load_fencing
+from recovery.nova import load_nova
+
+LOG = logging.getLogger("recovery.engine")
+EXIT_OK, EXIT_FORCED, EXIT_CONFIG = 0, 1, 2
+
+
+class Heartbeat:
+    """What the engine's main loop calls each turn: watchdog and STATUS."""
+
+    def __init__(self, notifier: Notifier):
+        self._notifier = notifier
+        self._last: str | None = None
+
+    def __call__(self, status: str) -> None:
+        if self._notifier.watchdog_interval is not None:
+            self._notifier.watchdog()
+        if status != self._last:
+            self._notifier.status(status)
+            self._last = status
+
+
+class Server:
+    """Serve the API and run the engine until a stop signal, then stop in
+    order: the engine takes no new work, its runs drain, the API stops
+    listening, the store closes, the previous signal handlers return.
+
+    SIGTERM or SIGINT starts that; a second one exits at once with
+    ``EXIT_FORCED`` (unfinished runs resume from the journal). SIGHUP
+    reloads the mutable options.
+    """
+
+    def __init__(self, conf: cfg.ConfigOpts, store: Store, engine: Engine,
+                 app: Any, notifier: Notifier):
+        self.conf = conf
+        self.store = store
+        self.engine = engine
+        self.app = app
+        self.notifier = notifier
+        self.port: int | None = None
+        self._stop_signals = 0
+
+    def run(self) -> None:
+        """Serve until a stop signal, then stop in order: each part is
+        stopped by the block that opened it, innermost first. Raises
+        ConfigError if the API cannot listen."""
+        with self._signals():
+            try:
+                self._serve()
+            finally:
+                self.store.close()
+
+    def _serve(self) -> None:
+        api = self._listen()
+        try:
+            LOG.info("Listening on %s:%d (auth: %s); store open",
+                     self.conf.api.host, self.port,
+                     self.conf.api.auth_strategy)
+            self.notifier.ready(
+                f"listening on {self.conf.api.host}:{self.port}")
+            self.engine.serve()     # returns once drained after stop()
+        finally:
+            self._stop_api(api)
+
+    def _listen(self) -> concurrency.WSGIServer:
+        host, port = self.conf.api.host, self.conf.api.port
+        try:
+            api = concurrency.serve_wsgi(
+                host, port, self.app,
+                logging.getLogger("recovery.api.access"))
+        except OSError as exc:
+            raise exception.ConfigError(
+                f"cannot listen on {host}:{port}: "
+                f"{exc.strerror or exc}") from exc
+        self.port = api.port
+        return api
+
+    def _stop_api(self, api: concurrency.WSGIServer) -> None:
+        # Requests in flight write to the store: let them end first.
+        if not api.stop(self.conf.engine.graceful_shutdown_timeout):
+            LOG.warning("Stopping with API requests unanswered")
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        handlers = {signal.SIGTERM: self._terminate,
+                    signal.SIGINT: self._terminate,
+                    signal.SIGHUP: self._reload}
+        previous = {signum: signal.signal(signum, handler)
+                    for signum, handler in handlers.items()}
+        try:
+            yield
+        finally:
+            for signum, handler in previous.items():
+                signal.signal(signum, handler)
+
+    def _terminate(self, signum: int, frame: object) -> None:
+        self._stop_signals += 1
+        if self._stop_signals > 1:
+            LOG.warning("Second stop signal: exiting now; unfinished runs "
+                        "resume from the journal at the next start")
+            os._exit(EXIT_FORCED)
+        LOG.info("Stop signal: taking no new work, letting instances in "
+                 "flight finish (up to %s s)",
+                 self.conf.engine.graceful_shutdown_timeout)
+        self.notifier.stopping("stopping: letting runs in flight finish")
+        self.engine.stop()
+
+    def _reload(self, signum: int, frame: object) -> None:
+        self.conf.mutate_config_files()
+        LOG.info("Reloaded the mutable options from the config files")
+
+
+def load_conf(argv: list[str] | None) -> cfg.ConfigOpts:
+    conf = cfg.ConfigOpts()
+    recovery_conf.register_opts(conf)
+    log.register_options(conf)
+    conf(args=argv, project="recovery", prog="recovery-engine")
+    log.setup(conf, "recovery")
+    return conf
+
+
+def build(conf: cfg.ConfigOpts, notifier: Notifier) -> Server:
+    """Open the store and check the Nova config; a config error stops
+    here."""
+    clock = concurrency.Clock()
+    store = open_conf_store(conf, wait=True)
+    # One session and one rate limit for every recovery. The intake check
+    # answers quickly, outside the queue.
+    # Nova's logs tell which engine sent each request.
+    nova = load_nova(conf, clock,
+                     user_agent=f"recovery-engine ({this_process()})")
+    engine = Engine(conf, store, nova, load_fencing(conf), clock,
+                    heartbeat=Heartbeat(notifier))
+    checker = load_nova(conf, clock, timeout=conf.api.nova_check_timeout,
+                        retries=0, rate=0)
+    api = NotificationAPI(
+        store, lambda host: checker.get_compute_service(host).id, clock,
+        max_body=conf.api.max_request_body_size,
+        duplicate_window=conf.api.duplicate_notification_detection_interval,
+        on_stored=engine.wake.set)
+    return Server(conf, store, engine, auth.protect(api, conf), notifier)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``recovery-engine``, in a monkey-patched process."""
+    try:
+        conf = load_conf(argv)
+    except cfg.Error as exc:
+        print(f"recovery-engine: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    try:
+        build(conf, Notifier()).run()
+    except exception.ConfigError as exc:
+        LOG.error("%s", exc)
+        print(f"recovery-engine: error: {exc}", file=sys.stderr)
+        return EXIT_CONFIG
+    LOG.info("Stopped")
+    return EXIT_OK

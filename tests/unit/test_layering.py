@@ -1,0 +1,103 @@
+"""The layers, read from the source with ast (no module is imported to
+check it, so an import inside a function counts too):
+
+- no flow imports the store (recovery.db) or the engine: data flows from
+  the engine into the flows, never back;
+- the engine imports from recovery.flows only the entry points that
+  recovery/flows/__init__.py exports, never a flow's internals;
+- only recovery/concurrency.py imports threading.
+"""
+
+import ast
+import pathlib
+
+import recovery
+import recovery.flows
+
+ROOT = pathlib.Path(recovery.__file__).parent
+
+
+class Import:
+    """One imported name: ``module`` (absolute) and, for ``from module
+    import name``, the ``name``."""
+
+    def __init__(self, path: pathlib.Path, line: int, module: str,
+                 name: str | None):
+        self.path, self.line = path, line
+        self.module, self.name = module, name
+
+    def targets(self) -> set[str]:
+        """What it may load: the module, or the module's attribute or
+        submodule."""
+        if self.name is None:
+            return {self.module}
+        return {self.module, f"{self.module}.{self.name}"}
+
+    def reaches(self, package: str) -> bool:
+        return any(t == package or t.startswith(package + ".")
+                   for t in self.targets())
+
+    def __repr__(self) -> str:
+        what = self.module if self.name is None else (
+            f"from {self.module} import {self.name}")
+        return f"{self.path.relative_to(ROOT.parent)}:{self.line}: {what}"
+
+
+def imports(package: str) -> list[Import]:
+    """Every import in every module under recovery/``package``."""
+    found = []
+    for path in sorted((ROOT / package).rglob("*.py")):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                found += [Import(path, node.lineno, alias.name, None)
+                          for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                module = _absolute(node, path)
+                found += [Import(path, node.lineno, module, alias.name)
+                          for alias in node.names]
+    return found
+
+
+def _absolute(node: ast.ImportFrom, path: pathlib.Path) -> str:
+    if not node.level:
+        return node.module or ""
+    package = path.relative_to(ROOT.parent).with_suffix("").parts[:-1]
+    base = list(package[:len(package) - node.level + 1])
+    return ".".join(base + ([node.module] if node.module else []))
+
+
+def test_the_scan_sees_every_kind_of_import():
+    """The test itself: absolute, from, relative and in-function imports
+    all count, so the checks below cannot pass by missing one."""
+    found = imports("api")
+    assert any(i.reaches("recovery.db") for i in found)
+    assert any(i.module == "recovery.api.segments"
+               and i.name == "SegmentAPI" for i in found)
+    relative = ast.parse("from .census import Census\n"
+                         "from . import base\n").body
+    path = ROOT / "flows" / "host_failure.py"
+    assert [_absolute(node, path) for node in relative] == [
+        "recovery.flows.census", "recovery.flows"]
+
+
+def test_no_flow_imports_the_store_or_the_engine():
+    wrong = [i for i in imports("flows")
+             if i.reaches("recovery.db") or i.reaches("recovery.engine")]
+    assert wrong == []
+
+
+def test_the_engine_imports_only_the_flows_entry_points():
+    exported = set(recovery.flows.__all__)
+    # The exports are callables and classes, not the flows' modules.
+    assert not [name for name in exported
+                if (ROOT / "flows" / f"{name}.py").exists()]
+    wrong = [i for i in imports("engine") if i.reaches("recovery.flows")
+             and not (i.module == "recovery.flows" and i.name in exported)]
+    assert wrong == []
+
+
+def test_only_concurrency_imports_threading():
+    wrong = [i for i in imports(".") if i.reaches("threading")
+             and i.path != ROOT / "concurrency.py"]
+    assert wrong == []

@@ -1,0 +1,176 @@
+"""A run's lease as its holder sees it: the local deadline that stops a
+process that froze, the fencing token every journal write proves, and the
+keeper that renews leases without ever reviving a lost one."""
+
+import datetime
+import logging
+
+import pytest
+
+from recovery import exception
+from recovery.db.store import open_store
+from recovery.engine.lease import Lease
+from recovery.engine.lease import LeaseKeeper
+from recovery.engine.runner import StoreRecorder
+from recovery.notification import Kind
+from recovery.notification import Status
+from recovery.results import InstanceResult
+from recovery.results import Phase
+from tests.unit.fakes import FakeClock
+
+SECONDS = 60
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def store(tmp_path, clock):
+    store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
+    # The database's clock: the same fake, so the test moves both.
+    store.lease_clock = lambda conn: clock.now()
+    yield store
+    store.close()
+
+
+def take(store, clock, owner):
+    item = store.next_runnable()
+    sent_at = clock.monotonic()
+    taken = store.take(item, owner, SECONDS)
+    return Lease(taken, owner, SECONDS, clock, taken_at=sent_at)
+
+
+@pytest.fixture
+def uuid(store, clock):
+    return store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                     hostname="compute-1", generated_time=clock.now(),
+                     payload={"event": "STOPPED"}, origin="api",
+                     status=Status.NEW, now=clock.now()).uuid
+
+
+def entry(phase=Phase.LOCKING):
+    return InstanceResult(uuid="i-1", name="vm-1", source_host="compute-1",
+                          original_state="active", phase=phase)
+
+
+def test_a_frozen_holder_stops_at_its_own_deadline(store, clock, uuid,
+                                                   caplog):
+    lease = take(store, clock, "engine-a:1")
+    clock.t += SECONDS - 1
+    lease.check()
+    # Frozen past the lease: it may no longer act, and says why once.
+    clock.t += 2
+    with caplog.at_level(logging.ERROR):
+        for _ in range(2):
+            with pytest.raises(exception.LeaseLost, match="ran out"):
+                lease.check()
+    assert caplog.text.count("Lost the lease") == 1
+
+
+def test_each_write_extends_the_lease_from_before_it_was_sent(
+        store, clock, uuid):
+    lease = take(store, clock, "engine-a:1")
+    recorder = StoreRecorder(store, lease, clock)
+    clock.t += 50
+    recorder.instance_changed(entry())
+    assert store.get(uuid).lease_until == clock.now() + datetime.timedelta(
+        seconds=SECONDS)
+    clock.t += SECONDS - 1
+    lease.check()
+
+
+def test_a_late_holder_writes_nothing_after_a_takeover(store, clock, uuid):
+    """The seeds' check-then-act race, distributed: the frozen engine
+    wakes up after another took the run over; the journal write that
+    would announce its next side effect fails, and changes nothing."""
+    late = take(store, clock, "engine-a:1")
+    StoreRecorder(store, late, clock).instance_changed(entry())
+    clock.t += SECONDS + 1
+    taker = take(store, clock, "engine-b:2")
+    assert taker.holder.token == late.holder.token + 1
+    with pytest.raises(exception.LeaseLost, match="no longer held"):
+        # Its own deadline is moved on as if it never froze: only the
+        # fencing token stops it.
+        late.extended(clock.monotonic())
+        StoreRecorder(store, late, clock).instance_changed(
+            entry(Phase.EVACUATING))
+    assert store.journal(uuid)[0].phase is Phase.LOCKING
+    with pytest.raises(exception.LeaseLost):
+        late.check()
+    StoreRecorder(store, taker, clock).instance_changed(
+        entry(Phase.EVACUATING))
+
+
+def test_a_lease_that_ran_out_is_never_revived(store, clock, uuid):
+    """No takeover yet, but the database's lease ran out: neither a
+    renewal nor a journal write brings it back."""
+    lease = take(store, clock, "engine-a:1")
+    keeper = LeaseKeeper(store, clock, SECONDS)
+    keeper.track(lease)
+    clock.t += SECONDS
+    # Its own clock says a moment is left (it measured from the take).
+    lease.extended(clock.monotonic())
+    keeper.renew()
+    assert lease.lost
+    with pytest.raises(exception.LeaseLost):
+        StoreRecorder(store, lease, clock).step_changed(
+            "lock", "RUNNING", "locking")
+    assert store.step_events(uuid) == []
+
+
+def test_the_keeper_renews_every_run_it_tracks(store, clock, uuid):
+    lease = take(store, clock, "engine-a:1")
+    keeper = LeaseKeeper(store, clock, SECONDS)
+    keeper.track(lease)
+    clock.t += 40
+    keeper.renew()
+    clock.t += 40
+    keeper.renew()
+    assert not lease.lost
+    assert store.get(uuid).lease_until == clock.now() + datetime.timedelta(
+        seconds=SECONDS)
+    # An untracked run (its worker ended) is left to run out.
+    keeper.untrack(lease)
+    clock.t += 40
+    keeper.renew()
+    assert store.get(uuid).lease_until == clock.now() + (
+        datetime.timedelta(seconds=SECONDS - 40))
+
+
+def test_the_end_of_a_run_proves_the_lease_too(store, clock, uuid):
+    late = take(store, clock, "engine-a:1")
+    clock.t += SECONDS + 1
+    take(store, clock, "engine-b:2")
+    with pytest.raises(exception.LeaseLost):
+        late.write(store.finish, uuid, Status.FINISHED, "done")
+    row = store.get(uuid)
+    assert (row.status, row.owner) == (Status.RUNNING, "engine-b:2")
+
+
+def test_take_refuses_a_second_live_run_of_a_host(store, clock, uuid):
+    """Two engines that each saw the host free: the second take, checked
+    under the claims lock, finds the first run."""
+    other = store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                      hostname="compute-1", generated_time=clock.now(),
+                      payload={"event": "STOPPED", "n": 2}, origin="api",
+                      status=Status.NEW, now=clock.now())
+    assert store.take(store.get(uuid), "engine-a:1", SECONDS) is not None
+    assert store.take(store.get(other.uuid), "engine-b:2", SECONDS) is None
+
+
+def test_take_keeps_the_window_whichever_engine_claims(store, clock):
+    for host in ("compute-1", "compute-2", "compute-3"):
+        store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                  hostname=host, generated_time=clock.now(),
+                  payload={"event": "STOPPED"}, origin="api",
+                  status=Status.NEW, now=clock.now())
+    for owner in ("engine-a:1", "engine-b:2"):
+        assert store.take(store.next_runnable(), owner, SECONDS,
+                          window=(2, 60)) is not None
+    assert store.take(store.next_runnable(), "engine-c:3", SECONDS,
+                      window=(2, 60)) is None
+    clock.t += 61
+    assert store.take(store.next_runnable(), "engine-c:3", SECONDS,
+                      window=(2, 60)) is not None

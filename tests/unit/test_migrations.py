@@ -1,0 +1,102 @@
+"""Migrations over a real SQLite file: a store of the previous schema
+upgraded in place, with what it held."""
+
+import datetime
+
+import sqlalchemy
+
+from recovery.db.store import open_store
+from recovery.notification import Kind
+from recovery.notification import Status
+from recovery.results import InstanceResult
+
+NOW = datetime.datetime(2026, 11, 22, 10, 0, 0,
+                        tzinfo=datetime.timezone.utc)
+VM = {"instance_uuid": "6f1d7a3e-9a9c-4a55-8f0e-0a1c2b3d4e5f",
+      "vir_domain_event": "STOPPED_FAILED", "event": "LIFECYCLE"}
+# What the API and the CLI stored before 0005, and the kind each is.
+STORED = [
+    ("COMPUTE_HOST", {"event": "STOPPED", "host_status": "NORMAL"},
+     Kind.HOST_FAILURE),
+    ("COMPUTE_HOST", {"event": "STARTED", "cluster_status": "ONLINE"},
+     Kind.HOST_RETURN),
+    # The CLI's runs: the event alone; none at all in older tests' rows.
+    ("COMPUTE_HOST", {"event": "STARTED"}, Kind.HOST_RETURN),
+    ("COMPUTE_HOST", {}, Kind.HOST_FAILURE),
+    ("VM", VM, Kind.INSTANCE),
+    # A process's STARTED is not a host return.
+    ("PROCESS", {"process_name": "nova-compute", "event": "STARTED"},
+     Kind.PROCESS),
+    ("PROCESS", {"process_name": "nova-compute", "event": "STOPPED"},
+     Kind.PROCESS),
+]
+
+
+def back_to_0004(url):
+    """The schema as 0004 left it: no kind column (nor 0006's tables)."""
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        for table in ("engines", "locks"):
+            conn.execute(sqlalchemy.text(f"DROP TABLE {table}"))
+        conn.execute(sqlalchemy.text(
+            "ALTER TABLE notifications DROP COLUMN kind"))
+        conn.execute(sqlalchemy.text(
+            "UPDATE alembic_version SET version_num = '0004'"))
+    engine.dispose()
+
+
+def test_0005_backfills_the_kind_of_every_stored_notification(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.sqlite"
+    store = open_store(url)
+    expected = {}
+    for type, payload, kind in STORED:
+        item = store.add(type=type, kind=kind, hostname="compute-1",
+                         generated_time=NOW, payload=payload, origin="api",
+                         status=Status.FINISHED, now=NOW)
+        # Rows that refer to the notification stay valid.
+        store.add_step_event(item.uuid, "step", "SUCCESS", 1.0, "done", NOW)
+        store.save_instance(item.uuid, InstanceResult(
+            uuid="i-1", name="vm", source_host="compute-1",
+            original_state="active"), NOW)
+        expected[item.uuid] = kind
+    store.close()
+    back_to_0004(url)
+    store = open_store(url)
+    try:
+        assert {n.uuid: n.kind for n in store.list_notifications()} == (
+            expected)
+        assert all(len(store.step_events(uuid)) == 1 for uuid in expected)
+        assert all(len(store.journal(uuid)) == 1 for uuid in expected)
+    finally:
+        store.close()
+
+
+def test_0005_backfills_host_returns_past_one_batch(tmp_path):
+    """The host returns are updated in batches of ids: none is left out
+    at a batch's edge."""
+    url = f"sqlite:///{tmp_path}/s.sqlite"
+    open_store(url).close()
+    back_to_0004(url)
+    engine = sqlalchemy.create_engine(url)
+    rows = [{"uuid": f"n-{n}", "type": "COMPUTE_HOST", "hostname": "h",
+             "generated_time": NOW, "origin": "api", "status": "finished",
+             "attempts": 1, "version": 1, "created_at": NOW,
+             "updated_at": NOW,
+             "payload": '{"event":"%s"}' % ("STARTED" if n % 3 else
+                                           "STOPPED")}
+            for n in range(1501)]
+    with engine.begin() as conn:
+        conn.execute(sqlalchemy.text(
+            "INSERT INTO notifications (uuid, type, hostname, "
+            "generated_time, payload, origin, status, attempts, version, "
+            "created_at, updated_at) VALUES (:uuid, :type, :hostname, "
+            ":generated_time, :payload, :origin, :status, :attempts, "
+            ":version, :created_at, :updated_at)"), rows)
+    engine.dispose()
+    store = open_store(url)
+    try:
+        kinds = {n.uuid: n.kind for n in store.list_notifications()}
+    finally:
+        store.close()
+    assert kinds == {f"n-{n}": Kind.HOST_RETURN if n % 3 else
+                     Kind.HOST_FAILURE for n in range(1501)}
