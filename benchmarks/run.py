@@ -8,6 +8,7 @@ benchmark also prints its own table and writes benchmarks/results/*.json.
 
 from benchmarks import latency
 from benchmarks import scale
+from benchmarks import store
 from benchmarks import ttr
 
 
@@ -15,6 +16,7 @@ def main() -> None:
     ttr_data = ttr.main()
     scale_data = scale.main()
     latency_data = latency.main()
+    store_data = store.main()
     rows = [
         ("TTR ratio engine/bound (real Nova, 50 instances, T=10)",
          ttr_data["ttr_ratio"], "<= 1.10"),
@@ -29,6 +31,9 @@ def main() -> None:
         ("notification accepted -> first evacuate, max (s)",
          latency_data["max_s"], "<= 1"),
     ]
+    rows += [(f"store time per instance, {backend} (ms)",
+              data["ms_per_instance"], "report")
+             for backend, data in store_data.items()]
     print("\n== Summary")
     for metric, value, target in rows:
         print(f"  {metric:<56} {value:>8.3g}   target {target}")

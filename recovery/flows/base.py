@@ -9,34 +9,41 @@ propagates.
 
 import logging
 from collections.abc import Callable
-from typing import Any
+from collections.abc import Sequence
+from typing import Generic
+from typing import TypeVar
 
 from recovery.results import StepState
 
 LOG = logging.getLogger(__name__)
 
 
-class Step:
+# The context one flow's steps share (HostContext, RestartContext, ...).
+Ctx = TypeVar("Ctx")
+
+
+class Step(Generic[Ctx]):
     name = "step"
 
-    def execute(self, ctx: Any) -> str | None:
+    def execute(self, ctx: Ctx) -> str | None:
         raise NotImplementedError
 
-    def announce(self, ctx: Any) -> str:
+    def announce(self, ctx: Ctx) -> str:
         """What the step is about to do or wait for."""
         return "started"
 
-    def rollback(self, ctx: Any, exc: BaseException) -> None:
+    def rollback(self, ctx: Ctx, exc: BaseException) -> None:
         """Undo ``execute``. Most steps have nothing to undo."""
 
 
 Observer = Callable[[str, StepState, str], None]
 
 
-def run_steps(steps: list[Step], ctx: Any, observe: Observer) -> None:
+def run_steps(steps: Sequence[Step[Ctx]], ctx: Ctx,
+              observe: Observer) -> None:
     """Run ``steps`` in order; ``observe(name, state, message)`` hears
     each step start, end, fail or be undone."""
-    done: list[Step] = []
+    done: list[Step[Ctx]] = []
     step = None
     try:
         for step in steps:

@@ -12,7 +12,8 @@ from recovery.results import Recorder
 
 @dataclasses.dataclass(frozen=True)
 class Settings:
-    """The options of one run, read from the config when the run starts."""
+    """The options of one run, read from the config when the run starts.
+    The defaults live with the options alone (``recovery.conf``)."""
 
     threads: int
     evacuate_all_instances: bool
@@ -25,18 +26,16 @@ class Settings:
     poll_interval: float
     service_down_time: float
     host_return_timeout: float
-    default_recovery_method: str = "auto"
-    add_reserved_host_to_aggregate: bool = False
+    default_recovery_method: str
+    add_reserved_host_to_aggregate: bool
     # The instance-failure flow ([instance_failure]).
-    process_all_instances: bool = False
-    instance_lock_reason: str = (
-        "Locked by recovery: instance-failure restart")
-    instance_recovery_timeout: float = 300.0
-    max_restarts_per_window: int = 3
-    restart_window: float = 3600.0
+    process_all_instances: bool
+    instance_lock_reason: str
+    instance_recovery_timeout: float
+    max_restarts_per_window: int
+    restart_window: float
     # The process-failure flow ([process_failure]).
-    process_disable_reason: str = (
-        "Process failure: nova-compute stopped; disabled by recovery")
+    process_disable_reason: str
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> "Settings":

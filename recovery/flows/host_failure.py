@@ -25,6 +25,7 @@ from recovery import exception
 from recovery.census import Census
 from recovery.fencing import Fencer
 from recovery.flows import base
+from recovery.flows import locks
 from recovery.flows.context import Env
 from recovery.flows.instance import InstanceRecovery
 from recovery.flows.placement import Placement
@@ -63,7 +64,7 @@ class HostContext:
         default_factory=dict)
 
 
-class VerifyHostDown(base.Step):
+class VerifyHostDown(base.Step[HostContext]):
     """Proceed only on a host Nova no longer hears from, or one a fencing
     driver is about to power off. A host that heartbeats may run its
     guests: evacuating it would run each of them twice.
@@ -113,7 +114,7 @@ class VerifyHostDown(base.Step):
             f"first.")
 
 
-class Fence(base.Step):
+class Fence(base.Step[HostContext]):
     """Power the host off through its BMC and verify it is Off. Nothing
     is forced down or evacuated unless this succeeds."""
 
@@ -126,7 +127,7 @@ class Fence(base.Step):
         return ctx.fencer.power_off(ctx.env.clock)
 
 
-class ForceDown(base.Step):
+class ForceDown(base.Step[HostContext]):
     """Force the service down, so Nova allows evacuation at once instead
     of after service_down_time."""
 
@@ -147,7 +148,7 @@ class ForceDown(base.Step):
             ctx.env.nova.force_down(ctx.service, False)
 
 
-class Disable(base.Step):
+class Disable(base.Step[HostContext]):
     """Take the host out of scheduling, with a reason operators can read.
     Force-down comes first: newer Nova may wait on the node for a disable."""
 
@@ -164,7 +165,7 @@ class Disable(base.Step):
             ctx.env.nova.enable(ctx.service)
 
 
-class ListInstances(base.Step):
+class ListInstances(base.Step[HostContext]):
     name = "list-instances"
 
     def execute(self, ctx: HostContext) -> None:
@@ -260,7 +261,7 @@ def _plan(ctx: HostContext) -> None:
                                   f"dry run: {ctx.placement.describe()}")
     for server, result in _triage(ctx, ctx.servers):
         steps = [f"evacuate ({ctx.placement.method})"]
-        if server.locked and server.locked_reason != lock_reason:
+        if locks.holder(server, lock_reason) is locks.Holder.SOMEONE_ELSE:
             steps.append("leave the existing lock")
         _settle(ctx, result, Outcome.PLANNED, ", ".join(steps))
 

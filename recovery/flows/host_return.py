@@ -51,7 +51,7 @@ def _evacuations(ctx: ReturnContext) -> list[Migration]:
     return ctx.env.nova.list_evacuations(ctx.host)
 
 
-class CheckEvacuations(base.Step):
+class CheckEvacuations(base.Step[ReturnContext]):
     name = "check-evacuations"
 
     def execute(self, ctx: ReturnContext) -> str:
@@ -65,7 +65,7 @@ class CheckEvacuations(base.Step):
         return "no evacuation from the host is in flight"
 
 
-class AwaitHeartbeat(base.Step):
+class AwaitHeartbeat(base.Step[ReturnContext]):
     """A heartbeat newer than the one seen when the step started: the
     service restarted (a forced-down service keeps its ``updated_at``
     moving, so this is seen before force-down is cleared)."""
@@ -102,7 +102,7 @@ def _newer(stamp: datetime.datetime | None,
     return stamp is not None and (than is None or stamp > than)
 
 
-class ClearForceDown(base.Step):
+class ClearForceDown(base.Step[ReturnContext]):
     name = "clear-force-down"
 
     def execute(self, ctx: ReturnContext) -> str:
@@ -115,7 +115,7 @@ class ClearForceDown(base.Step):
         return "Nova reports the service up"
 
 
-class Enable(base.Step):
+class Enable(base.Step[ReturnContext]):
     name = "enable"
 
     def execute(self, ctx: ReturnContext) -> str:

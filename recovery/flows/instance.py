@@ -11,6 +11,7 @@ progress, the service's journal) knows exactly where the instance was.
 import logging
 
 from recovery import exception
+from recovery.flows import locks
 from recovery.flows.context import Env
 from recovery.flows.placement import Placement
 from recovery.flows.watcher import EvacuationWatcher
@@ -69,15 +70,14 @@ class InstanceRecovery:
 
     def _lock(self) -> None:
         reason = self.env.settings.lock_reason
-        if self.server.locked and self.server.locked_reason != reason:
-            # Someone else's lock: leave it, and never lift it.
+        held_by = locks.holder(self.server, reason)
+        if held_by is locks.Holder.SOMEONE_ELSE:
             LOG.info("Instance %s is locked by someone else (%s); leaving "
                      "the lock", self.server.id, self.server.locked_reason)
             return
         self._enter(Phase.LOCKING)
-        if not self.server.locked:
+        if held_by is locks.Holder.NOBODY:
             self.env.nova.lock(self.server.id, reason)
-        # Locked with our reason already: a crashed run's lock, ours to lift.
         self.result.locked_by_us = True
 
     def _evacuated_before(self) -> bool:

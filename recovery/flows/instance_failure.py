@@ -34,6 +34,7 @@ from collections.abc import Sequence
 
 from recovery import exception
 from recovery.flows import base
+from recovery.flows import locks
 from recovery.flows.context import Env
 from recovery.flows.selection import is_ha_enabled
 from recovery.models import Server
@@ -116,16 +117,16 @@ def triage(server: Server, host: str, env: Env) -> str | None:
     return None
 
 
-class Lock(base.Step):
+class Lock(base.Step[RestartContext]):
     name = "lock"
 
     def execute(self, ctx: RestartContext) -> str:
         reason = ctx.env.settings.instance_lock_reason
         server = ctx.server
-        if ctx.locked_by_us:
+        held_by = locks.holder(server, reason)
+        if held_by is locks.Holder.RECOVERY:
             return "already locked by an earlier run of recovery"
-        if server.locked:
-            # Someone else's lock: leave it, and never lift it.
+        if held_by is locks.Holder.SOMEONE_ELSE:
             LOG.info("Instance %s is locked by someone else (%s); leaving "
                      "the lock", server.id, server.locked_reason)
             return (f"locked by someone else ({server.locked_reason!r}): "
@@ -135,7 +136,7 @@ class Lock(base.Step):
         return "locked"
 
 
-class Stop(base.Step):
+class Stop(base.Step[RestartContext]):
     name = "stop"
 
     def announce(self, ctx: RestartContext) -> str:
@@ -168,7 +169,7 @@ class Stop(base.Step):
         return f"stopped (Nova showed it {shown})"
 
 
-class Start(base.Step):
+class Start(base.Step[RestartContext]):
     name = "start"
 
     def execute(self, ctx: RestartContext) -> str:
@@ -186,7 +187,7 @@ class Start(base.Step):
         return "start accepted"
 
 
-class ConfirmActive(base.Step):
+class ConfirmActive(base.Step[RestartContext]):
     name = "confirm-active"
 
     def announce(self, ctx: RestartContext) -> str:
@@ -255,9 +256,8 @@ def restart_instance(env: Env, notification: Notification, *,
             f"instance {uuid} no longer exists in Nova") from exc
     ctx = RestartContext(
         env=env, uuid=uuid, host=host, server=server,
-        # Locked with recovery's reason: a crashed run's lock, ours to lift.
-        locked_by_us=(server.locked and server.locked_reason
-                      == settings.instance_lock_reason),
+        locked_by_us=(locks.holder(server, settings.instance_lock_reason)
+                      is locks.Holder.RECOVERY),
         started_before=_started_before(steps))
     failure: BaseException | None = None
     try:
@@ -274,8 +274,8 @@ def restart_instance(env: Env, notification: Notification, *,
         if ctx.locked_by_us:
             _unlock(ctx, failure)
     kept = ""
-    if server.locked and server.locked_reason != (
-            settings.instance_lock_reason):
+    if locks.holder(server, settings.instance_lock_reason) is (
+            locks.Holder.SOMEONE_ELSE):
         kept = f"; its lock ({server.locked_reason!r}) is kept"
     return (f"instance {uuid} ({ctx.server.name}) restarted: ACTIVE on "
             f"{ctx.server.host}{kept}")

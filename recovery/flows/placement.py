@@ -74,6 +74,29 @@ class ReservedHostStore(Protocol):
                          now) -> None: ...
 
 
+class Method(Protocol):
+    """One recovery method: where an instance's next evacuation goes."""
+
+    name: str
+
+    def target(self) -> Target | None:
+        """The next place to try, or None when the method has none left
+        (``why_none`` says why)."""
+
+    def failed(self, target: Target, no_valid_host: bool) -> bool:
+        """An evacuation to ``target`` failed; whether to ask ``target``
+        again (False: go on to the next method)."""
+
+    def timed_out(self, target: Target) -> None:
+        """An evacuation to ``target`` did not finish in time."""
+
+    def why_none(self) -> str:
+        """Why ``target`` returned None."""
+
+    def describe(self) -> str:
+        """The method, for the dry run and the results."""
+
+
 class Auto:
     """The scheduler picks; an instance gets one try."""
 
@@ -87,6 +110,9 @@ class Auto:
 
     def timed_out(self, target: Target) -> None:
         """Nothing to leave: the scheduler avoids what it must."""
+
+    def why_none(self) -> str:
+        return "the scheduler is asked once per instance"
 
     def describe(self) -> str:
         return "the scheduler picks"
@@ -235,7 +261,7 @@ class Placement:
     """The methods of one host recovery, in the order instances try
     them."""
 
-    def __init__(self, method: str, methods: list):
+    def __init__(self, method: str, methods: list[Method]):
         self.method = method
         self.methods = methods
 
@@ -256,7 +282,7 @@ def for_host(env: Env, store: ReservedHostStore, host: str,
     segment = record[1] if record is not None else None
     method = (segment.recovery_method if segment is not None
               else env.settings.default_recovery_method)
-    pick = {AUTO: Auto(), RESERVED_HOST: ReservedHosts(
+    pick: dict[str, Method] = {AUTO: Auto(), RESERVED_HOST: ReservedHosts(
         env, store, segment.uuid if segment is not None else None,
         notification_uuid, host)}
     return Placement(method, [pick[name] for name in CHAINS[method]])

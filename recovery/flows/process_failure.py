@@ -24,6 +24,7 @@ from recovery.flows import base
 from recovery.flows.context import Env
 from recovery.models import ComputeService
 from recovery.notification import Notification
+from recovery.results import StepState
 from recovery.waiting import wait_for
 
 
@@ -43,7 +44,7 @@ class ProcessContext:
                         clock=self.env.clock)
 
 
-class Disable(base.Step):
+class Disable(base.Step[ProcessContext]):
     name = "disable"
 
     def execute(self, ctx: ProcessContext) -> str:
@@ -57,7 +58,7 @@ class Disable(base.Step):
         return "disabled"
 
 
-class AwaitUp(base.Step):
+class AwaitUp(base.Step[ProcessContext]):
     name = "await-service-up"
 
     def announce(self, ctx: ProcessContext) -> str:
@@ -77,7 +78,7 @@ class AwaitUp(base.Step):
         return "up"
 
 
-class Enable(base.Step):
+class Enable(base.Step[ProcessContext]):
     name = "enable"
 
     def execute(self, ctx: ProcessContext) -> str:
@@ -109,9 +110,9 @@ def handle_process_event(env: Env, notification: Notification) -> str:
     ctx = ProcessContext(env=env, host=host)
     messages: list[str] = []
 
-    def observe(step: str, state: str, message: str) -> None:
+    def observe(step: str, state: StepState, message: str) -> None:
         env.recorder.step_changed(step, state, message)
-        if state == "SUCCESS":
+        if state == StepState.SUCCESS:
             messages.append(message)
 
     base.run_steps([step() for step in steps], ctx, observe)

@@ -11,6 +11,9 @@ import datetime
 import itertools
 from typing import Any
 
+from oslo_config import cfg
+
+from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.concurrency import TaskOutcome
 from recovery.flows.context import Env
@@ -69,6 +72,10 @@ class ListRecorder:
 
 
 def settings(**overrides: Any) -> Settings:
+    """The options' own defaults, with the values these tests rely on."""
+    conf = cfg.ConfigOpts()
+    recovery_conf.register_opts(conf)
+    conf([], project="recovery", default_config_files=[])
     values = dict(threads=3, evacuate_all_instances=True,
                   ha_metadata_key="HA_Enabled", ignore_error_instances=False,
                   disable_reason="host down", lock_reason="recovery lock",
@@ -76,7 +83,7 @@ def settings(**overrides: Any) -> Settings:
                   poll_interval=1.0, service_down_time=60.0,
                   host_return_timeout=60.0)
     values.update(overrides)
-    return Settings(**values)
+    return dataclasses.replace(Settings.from_conf(conf), **values)
 
 
 @dataclasses.dataclass
@@ -251,6 +258,7 @@ class MemoryNova:
 
     def evacuate(self, uuid: str, host: str | None = None) -> None:
         server = self.servers[uuid]
+        self._check_evacuable(server)
         if uuid in self.acted_then_failed:
             self.acted_then_failed.discard(uuid)
             self._begin_evacuation(server, host)
@@ -258,6 +266,19 @@ class MemoryNova:
             raise exception.NovaError("lost answer", status=502)
         self._record("evacuate", uuid, *([host] if host else []))
         self._begin_evacuation(server, host)
+
+    def _check_evacuable(self, server: FakeServer) -> None:
+        """Nova's refusals (see the contract tests)."""
+        source = self.services.get(server.host)
+        if source is not None and source.state == "up":
+            raise exception.NovaConflict(
+                f"Nova refused to evacuate: Compute service of "
+                f"{server.host} is still in use. (HTTP 400)", status=400)
+        if server.vm_state not in ("active", "stopped", "error"):
+            raise exception.NovaConflict(
+                f"Nova refused to evacuate: Cannot 'evacuate' instance "
+                f"{server.id} while it is in vm_state {server.vm_state} "
+                f"(HTTP 409)", status=409)
 
     def _begin_evacuation(self, server: FakeServer,
                           host: str | None = None) -> None:

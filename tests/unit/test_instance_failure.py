@@ -474,16 +474,16 @@ def test_its_own_earlier_attempts_are_not_counted(store, clock):
 
 
 # -- options ------------------------------------------------------------------
-def test_the_options_reach_the_flows_and_match_the_defaults():
+def test_the_options_reach_the_flows_with_their_defaults():
     conf = cfg.ConfigOpts()
     recovery_conf.register_opts(conf)
     conf(args=[])
     settings = Settings.from_conf(conf)
-    fields = {f.name: f.default for f in dataclasses.fields(Settings)}
-    for name in ("process_all_instances", "instance_lock_reason",
-                 "instance_recovery_timeout", "max_restarts_per_window",
-                 "restart_window", "process_disable_reason"):
-        assert getattr(settings, name) == fields[name], name
+    group = conf.instance_failure
+    assert (settings.process_all_instances, settings.instance_recovery_timeout,
+            settings.max_restarts_per_window, settings.restart_window) == (
+        group.process_all_instances, group.recovery_timeout,
+        group.max_restarts_per_window, group.restart_window)
     assert settings.instance_lock_reason == LOCK_REASON
     assert settings.instance_lock_reason != settings.lock_reason
     assert settings.process_disable_reason != settings.disable_reason
