@@ -154,10 +154,15 @@ def test_a_frozen_owner_that_wakes_up_sends_nothing(nova, cluster,
     notification = engines[0].post_host_down(HOST)
     mid_run(nova)
     victim = owning_engine(engines, store, notification)
+    stopped_at = time.time()
     victim.signal(signal.SIGSTOP)
     wait_until(lambda: store.get(notification).owner != victim.owner,
                timeout=30, what="another engine taking the run over")
     woke_at = time.time()
+    # The report of the lease path (no pid to go by): for the note.
+    print(f"takeover of a frozen owner ({database.split(':')[0]}): "
+          f"{woke_at - stopped_at:.2f} s from SIGSTOP, lease "
+          f"{victim.lease_seconds:g} s")
     victim.signal(signal.SIGCONT)
     others = [e for e in engines if e is not victim]
     done = others[0].wait_status(notification, "finished", "failed",
