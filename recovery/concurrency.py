@@ -43,8 +43,9 @@ def is_green() -> bool:
 class Clock:
     """Monotonic time, sleeping and wall-clock timestamps.
 
-    Recovery code never calls ``time`` directly, so tests can inject a
-    clock that advances without sleeping.
+    The flows, the engine and the API never call ``time`` directly, so
+    tests can inject a clock that advances without sleeping. (Leases are
+    judged by the database's clock, in the store.)
     """
 
     def monotonic(self) -> float:

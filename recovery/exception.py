@@ -134,3 +134,10 @@ class LeaseLost(Interrupted):
     """This process no longer owns the run: its lease ran out (it froze,
     or lost the database) or another engine took the run over. It must
     not touch Nova for that run again."""
+
+
+# Errors that stop a run rather than fail it: the journal could not be
+# written, or this process no longer owns the run. A flow records no
+# outcome for them and touches Nova no more; the run resumes from its
+# journal (here, or on the engine that took it over).
+STOPS_THE_RUN = (StoreError, Interrupted)

@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import Any
 from typing import TypeVar
 
+import urllib3
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ks_session
@@ -97,6 +98,60 @@ def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
                 retries=group.api_retries if retries is None else retries)
 
 
+def _no_guard() -> None:
+    pass
+
+
+# The guard of the Nova call the running task is making, if any.
+_GUARD = concurrency.TaskLocal()
+
+
+def _check_guard() -> None:
+    guard = _GUARD.get()
+    if guard is not None:
+        guard()
+
+
+class _GuardedHTTPConnection(urllib3.connection.HTTPConnection):
+    """Checks the running task's guard before each write to the socket:
+    the last moment a request can still be kept from Nova. A process that
+    froze anywhere between its turn in the queue and this write (in
+    keystoneauth, requests, urllib3) sends nothing when it wakes up past
+    its lease; if it froze between two writes of one request, the rest is
+    not written and Nova never gets a whole request."""
+
+    def send(self, data: Any) -> None:
+        _check_guard()
+        super().send(data)
+
+
+class _GuardedHTTPSConnection(urllib3.connection.HTTPSConnection):
+    __doc__ = _GuardedHTTPConnection.__doc__
+
+    def send(self, data: Any) -> None:
+        _check_guard()
+        super().send(data)
+
+
+class _GuardedHTTPPool(urllib3.HTTPConnectionPool):
+    ConnectionCls = _GuardedHTTPConnection
+
+
+class _GuardedHTTPSPool(urllib3.HTTPSConnectionPool):
+    ConnectionCls = _GuardedHTTPSConnection
+
+
+class _GuardedAdapter(ks_session.TCPKeepAliveAdapter):
+    """keystoneauth1's adapter (TCP keepalive), whose direct connections
+    check the guard just before they write (behind a proxy, the session's
+    check is the last one)."""
+
+    def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
+        super().init_poolmanager(*args, **kwargs)
+        self.poolmanager.pool_classes_by_scheme = {
+            "http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
+
+
 class RateLimitedSession(ks_session.Session):
     """A keystoneauth1 session whose every request (each page of a
     listing, each retry) first waits for its turn under ``limiter``, with
@@ -106,7 +161,7 @@ class RateLimitedSession(ks_session.Session):
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self._limiter = limiter
-        adapter = ks_session.TCPKeepAliveAdapter(
+        adapter = _GuardedAdapter(
             pool_maxsize=pool_size, tls_ciphers=kwargs.get("tls_ciphers"),
             tls_min_version=kwargs.get("tls_min_version"))
         for scheme in list(self.session.adapters):
@@ -116,9 +171,7 @@ class RateLimitedSession(ks_session.Session):
         self._limiter.acquire()
         # A run's lease may have been lost while this request queued (the
         # process froze, say): it is not sent then.
-        guard = _GUARD.get()
-        if guard is not None:
-            guard()
+        _check_guard()
         return super().request(url, method, **kwargs)
 
 
@@ -154,14 +207,6 @@ def _translate(what: str, exc: Exception) -> exception.RecoveryError:
     return exception.NovaError(f"failed to {what}: {exc}")
 
 
-def _no_guard() -> None:
-    pass
-
-
-# The guard of the Nova call the running task is making, if any.
-_GUARD = concurrency.TaskLocal()
-
-
 class Nova:
     """Every Nova call of the project, with timeouts and error translation.
 
@@ -194,7 +239,7 @@ class Nova:
         while True:
             self._guard()
             # Checked again by the session once the request has waited
-            # its turn, just before it is sent.
+            # its turn, and by the connection before each write.
             _GUARD.set(self._guard)
             try:
                 return fn(*args, **kwargs)

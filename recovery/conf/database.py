@@ -46,10 +46,11 @@ OPTS = [
         default=10.0,
         min=1,
         help="Server databases: the longest wait, in seconds, to connect, "
-             "for one statement, or for a row lock; and how long the "
-             "server keeps a transaction that its client left idle (an "
-             "engine that froze) before ending it and releasing its "
-             "locks. Recovery's transactions take milliseconds.",
+             "for one statement, or for a row lock; and, on PostgreSQL "
+             "and MariaDB (not MySQL 8, which has no such limit), how "
+             "long the server keeps a transaction that its client left "
+             "idle (an engine that froze) before ending it and releasing "
+             "its locks. Recovery's transactions take milliseconds.",
     ),
 ] + [copy.deepcopy(opt) for opt in oslo_db_options.database_opts
      if opt.name in _OSLO_DB]

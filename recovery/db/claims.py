@@ -45,15 +45,19 @@ def this_process() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
+def split_owner(owner: str | None) -> tuple[str, int | None]:
+    """The host and pid of a ``this_process()`` name."""
+    host, _, pid = (owner or "").rpartition(":")
+    return host, int(pid) if pid.isdigit() else None
+
+
 def owner_gone(owner: str | None) -> bool:
     """True when ``owner`` was a process of this host that has exited."""
-    host, _, pid = (owner or "").rpartition(":")
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    if int(pid) == os.getpid():
+    host, pid = split_owner(owner)
+    if host != socket.gethostname() or pid is None or pid == os.getpid():
         return False
     try:
-        os.kill(int(pid), 0)
+        os.kill(pid, 0)
     except ProcessLookupError:
         return True
     except PermissionError:
@@ -263,7 +267,7 @@ class ClaimStore(NotificationStore):
                 status=Status.RUNNING.value, attempts=1, owner=owner,
                 started_at=now, lease_until=_later(now, lease),
                 version=0, created_at=now, updated_at=now))
-        return self.get(uuid), False
+            return self._read(conn, uuid), False
 
     def renew(self, uuid: str, *, holder: Holder) -> None:
         """Extend ``holder``'s lease on its run; ``LeaseLost`` if it no

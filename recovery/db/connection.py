@@ -8,9 +8,11 @@ lost-connection errors. SQLite keeps its own set-up (WAL, durable commits,
 writers serialized by ``BEGIN IMMEDIATE``), which oslo.db's own SQLite
 handling would replace with a deferred ``BEGIN``.
 
-Every wait on the server is bounded: the connect, each statement, each
-lock wait, and a transaction left idle by a client that froze (its row
-locks would otherwise stall every other engine).
+Every wait on the server is bounded: the connect, each statement and
+each lock wait. PostgreSQL and MariaDB also end a transaction that a
+frozen client left idle, releasing its row locks, which would otherwise
+stall every other engine; MySQL 8 has no such timeout, and there a frozen
+client's locks last until its connection drops.
 """
 
 import contextlib
@@ -126,9 +128,14 @@ def create_engine(options: Options) -> sa.engine.Engine:
             return _sqlite_engine(url, options)
         return _server_engine(url, options)
     except sa.exc.SQLAlchemyError as exc:
-        raise exception.ConfigError(
-            f"cannot open the store {url.render_as_string()}: {exc}. "
-            f"Check [database] connection") from exc
+        raise cannot_open(url, exc) from exc
+
+
+def cannot_open(url: sa.engine.URL, exc: Exception) -> exception.ConfigError:
+    """The error for a store that cannot be opened (its password hidden)."""
+    return exception.ConfigError(
+        f"cannot open the store {url.render_as_string()}: {exc}. Check "
+        f"[database] connection")
 
 
 def _sqlite_engine(url: sa.engine.URL,

@@ -62,7 +62,7 @@ class ControlStore(Transactional):
                 conn.execute(arming.insert().values(id=1, **values))
         return Arming(**values)
 
-    def engine_seen(self, name: str, host: str, pid: int) -> None:
+    def engine_seen(self, name: str, host: str, pid: int | None) -> None:
         """Record that engine ``name`` is alive, by the database's clock;
         forget engines silent for a day."""
         with self._tx() as conn:

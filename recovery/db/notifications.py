@@ -82,12 +82,19 @@ class NotificationStore(Transactional):
                         f"same payload was received within "
                         f"{duplicate_window:g} s: {earlier}")
             conn.execute(notifications.insert().values(**values))
-        return self.get(values["uuid"])
+            # Read back in the same transaction: once it commits, the
+            # caller has the notification (no second round trip to fail
+            # after the notification was stored).
+            return self._read(conn, values["uuid"])
 
     def get(self, uuid: str) -> Notification:
         with self._tx() as conn:
-            row = conn.execute(notifications.select().where(
-                notifications.c.uuid == uuid)).first()
+            return self._read(conn, uuid)
+
+    @staticmethod
+    def _read(conn: sa.Connection, uuid: str) -> Notification:
+        row = conn.execute(notifications.select().where(
+            notifications.c.uuid == uuid)).first()
         if row is None:
             raise exception.NotFound(f"no notification {uuid}")
         return row_to_notification(row)

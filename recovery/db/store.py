@@ -65,9 +65,7 @@ def _open(options: connection.Options, upgrade: bool = False) -> Store:
             connection.check_schema(engine)
     except sa.exc.SQLAlchemyError as exc:
         engine.dispose()
-        raise exception.ConfigError(
-            f"cannot open the store {engine.url.render_as_string()}: "
-            f"{exc}. Check [database] connection") from exc
+        raise connection.cannot_open(engine.url, exc) from exc
     except exception.RecoveryError:
         engine.dispose()
         raise

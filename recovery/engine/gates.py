@@ -79,12 +79,12 @@ class Gates:
         group = self._conf.safety
         census = Census.take(self._nova, group.service_down_time)
         computes = {s.host for s in census.computes}
-        failed = census.down_hosts() | (
-            self._store.hosts_in_recovery() & computes)
+        down = census.down_hosts()
+        failed = down | (self._store.hosts_in_recovery() & computes)
         failed.add(notification.hostname)
         share = 100 * len(failed) / max(len(computes), 1)
         verdict = None
-        if computes and census.down_hosts() == computes:
+        if computes and down == computes:
             verdict = (f"every one of the {len(computes)} compute services "
                        f"looks down at once: recovery is more likely cut "
                        f"off from Nova's hosts, or Nova's control plane is "

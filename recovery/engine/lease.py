@@ -9,7 +9,8 @@ clock, counted from before the write that extended the lease was sent: the
 lease cannot run out in the database before it runs out here. A process
 that froze past that deadline (SIGSTOP, a stalled VM, a long pause) sends
 nothing more to Nova for the run when it wakes up: the run's Nova facade
-checks the lease before every request.
+checks the lease before every request, and last just before each write
+to the socket (``recovery.nova``).
 """
 
 import logging

@@ -1,9 +1,11 @@
 """The service loop: claim notifications from the store and run them.
 
-One loop, woken when the API stores a notification (or when a retry falls
-due, or the lease needs renewing), claims what is runnable and starts each
-host recovery on its own task. Claims are compare-and-swap in the store,
-so a notification never runs twice, and one host never twice at once.
+One loop, woken when the API stores a notification and otherwise looking
+every ``IDLE_WAIT`` seconds (for retries that fell due, and runs other
+engines abandoned), claims what is runnable and starts each host recovery
+on its own task; each run's ``LeaseKeeper`` renews its lease. Claims are
+compare-and-swap in the store, so a notification never runs twice, and
+one host never twice at once.
 
 Before a claim, the safety gates: while disarmed only runs already under
 way (abandoned by a crashed engine) are taken up; a new recovery waits
@@ -17,6 +19,7 @@ from oslo_config import cfg
 
 from recovery import concurrency
 from recovery import exception
+from recovery.db.claims import split_owner
 from recovery.db.claims import this_process
 from recovery.db.store import Store
 from recovery.engine import gates
@@ -91,8 +94,7 @@ class Engine:
         now = self.clock.monotonic()
         if now < self._next_report:
             return
-        host, _, pid = self.owner.rpartition(":")
-        self.store.engine_seen(self.owner, host, int(pid))
+        self.store.engine_seen(self.owner, *split_owner(self.owner))
         self._next_report = now + self.conf.engine.lease_seconds / 3
 
     def _leave(self) -> None:

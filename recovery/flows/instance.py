@@ -47,15 +47,18 @@ class InstanceRecovery:
             self._lock()
             self._restore(self._move())
             result.outcome = Outcome.RECOVERED
+        except exception.STOPS_THE_RUN:
+            # Not the instance's outcome: its journal entry stays as it
+            # was (the lock recorded ours), and the resumed run finishes.
+            raise
         except exception.RecoveryError as exc:
             self._fail(str(exc))
         except Exception as exc:
             LOG.exception("Unexpected error recovering %s", result.uuid)
             self._fail(f"unexpected error: {exc!r}")
-        finally:
-            self._unlock()
-            result.finished_at = self.env.clock.now()
-            self._enter(Phase.DONE)
+        self._unlock()
+        result.finished_at = self.env.clock.now()
+        self._enter(Phase.DONE)
         return result
 
     def _enter(self, phase: Phase) -> None:
@@ -72,8 +75,7 @@ class InstanceRecovery:
         reason = self.env.settings.lock_reason
         held_by = locks.holder(self.server, reason)
         if held_by is locks.Holder.SOMEONE_ELSE:
-            LOG.info("Instance %s is locked by someone else (%s); leaving "
-                     "the lock", self.server.id, self.server.locked_reason)
+            locks.keep_theirs(self.server)
             return
         self._enter(Phase.LOCKING)
         if held_by is locks.Holder.NOBODY:
@@ -236,6 +238,8 @@ class InstanceRecovery:
         try:
             self.env.nova.unlock(self.server.id)
             self.result.locked_by_us = False
+        except exception.STOPS_THE_RUN:
+            raise
         except exception.RecoveryError as exc:
             reason = f"left locked, unlock failed: {exc}"
             if self.result.reason:

@@ -127,8 +127,7 @@ class Lock(base.Step[RestartContext]):
         if held_by is locks.Holder.RECOVERY:
             return "already locked by an earlier run of recovery"
         if held_by is locks.Holder.SOMEONE_ELSE:
-            LOG.info("Instance %s is locked by someone else (%s); leaving "
-                     "the lock", server.id, server.locked_reason)
+            locks.keep_theirs(server)
             return (f"locked by someone else ({server.locked_reason!r}): "
                     f"that lock is kept")
         ctx.nova.lock(ctx.uuid, reason)
@@ -271,7 +270,8 @@ def restart_instance(env: Env, notification: Notification, *,
         failure = exc
         raise
     finally:
-        if ctx.locked_by_us:
+        if ctx.locked_by_us and not isinstance(failure,
+                                               exception.STOPS_THE_RUN):
             _unlock(ctx, failure)
     kept = ""
     if locks.holder(server, settings.instance_lock_reason) is (
@@ -320,6 +320,8 @@ def _unlock(ctx: RestartContext, failure: BaseException | None) -> None:
     recorder.step_changed("unlock", StepState.RUNNING, "unlocking")
     try:
         ctx.nova.unlock(ctx.uuid)
+    except exception.STOPS_THE_RUN:
+        raise
     except exception.RecoveryError as exc:
         recorder.step_changed("unlock", StepState.FAILURE, str(exc))
         LOG.error("Instance %s left locked: %s", ctx.uuid, exc)

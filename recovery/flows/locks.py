@@ -11,8 +11,11 @@ with a reason of its own (one per flow), so the reason says who locked:
 """
 
 import enum
+import logging
 
 from recovery.models import Server
+
+LOG = logging.getLogger(__name__)
 
 
 class Holder(enum.Enum):
@@ -28,3 +31,9 @@ def holder(server: Server, reason: str) -> Holder:
     if server.locked_reason == reason:
         return Holder.RECOVERY
     return Holder.SOMEONE_ELSE
+
+
+def keep_theirs(server: Server) -> None:
+    """Say that someone else's lock on ``server`` is left as it is."""
+    LOG.info("Instance %s is locked by someone else (%s); leaving the lock",
+             server.id, server.locked_reason)

@@ -204,3 +204,27 @@ def test_a_request_that_queued_while_the_lease_was_lost_is_not_sent(
     with pytest.raises(exception.LeaseLost):
         nova.get_compute_service("compute-1")
     assert len(fake_nova.requests) == sent
+
+
+def test_the_last_check_is_at_the_socket_write(fake_nova):
+    """A process that froze after its turn in the queue, somewhere in
+    keystoneauth, requests or urllib3, still sends nothing when it wakes
+    up past its lease; the half-used connection is not reused."""
+    fake_nova.add_compute("compute-1")
+    nova = load_nova(admin_token_conf(fake_nova), FakeClock())
+    checks = []
+
+    def guard():
+        checks.append(len(checks))
+        # Held for the facade's check and the session's, then lost.
+        if len(checks) > 2:
+            raise exception.LeaseLost("lease lost")
+
+    service = nova.get_compute_service("compute-1")
+    sent = len(fake_nova.requests)
+    with pytest.raises(exception.LeaseLost):
+        nova.guarded(guard).force_down(service, True)
+    assert len(checks) == 3
+    assert len(fake_nova.requests) == sent
+    assert not nova.get_compute_service("compute-1").forced_down
+    assert len(fake_nova.requests) == sent + 1

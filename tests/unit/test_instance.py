@@ -162,3 +162,53 @@ def test_each_phase_is_recorded_before_its_side_effect():
     assert phases == ["locking", "evacuating", "confirming",
                       "restoring", "unlocking", "done"]
     assert recorder.events[-1][2] == "recovered"
+
+
+class JournalFailsOnce(ListRecorder):
+    """A journal whose write of ``phase`` fails once, as a store that is
+    briefly unreachable does."""
+
+    def __init__(self, phase: str) -> None:
+        super().__init__()
+        self.phase = phase
+
+    def instance_changed(self, result: InstanceResult) -> None:
+        if result.phase.value == self.phase:
+            self.phase = None
+            raise exception.StoreUnavailable("database is locked")
+        super().instance_changed(result)
+
+
+def test_a_journal_failure_stops_the_instance_without_an_outcome():
+    nova = MemoryNova()
+    nova.add_server("a")
+    recorder = JournalFailsOnce("evacuating")
+    env = make_env(nova, FakeClock(), recorder)
+    server = nova.servers["a"].snapshot()
+    result = InstanceResult(uuid="a", name=server.name, source_host=SOURCE,
+                            original_state=server.vm_state)
+    watcher = EvacuationWatcher(nova, SOURCE, env.clock,
+                                env.settings.poll_interval)
+    with pytest.raises(exception.StoreUnavailable):
+        InstanceRecovery(env, watcher, server, result, auto()).run()
+    # No outcome written, nothing more asked of Nova: the lock (journaled
+    # as ours) stays for the resumed run, which finishes the instance.
+    assert result.outcome is None
+    assert all(outcome is None for _, _, outcome in recorder.events)
+    assert actions(nova, "a") == ["lock"]
+    assert result.locked_by_us
+
+    InstanceRecovery(env, watcher, nova.servers["a"].snapshot(), result,
+                     auto()).run()
+    assert result.outcome is Outcome.RECOVERED
+    assert actions(nova, "a") == ["lock", "evacuate", "unlock"]
+    assert not nova.servers["a"].locked
+
+
+def test_a_lost_lease_on_unlock_is_not_the_instance_failing():
+    nova = MemoryNova()
+    nova.add_server("a")
+    nova.fail("unlock", "a", exception.LeaseLost("another engine owns it"))
+    with pytest.raises(exception.LeaseLost):
+        recover(nova, "a")
+    assert nova.servers["a"].locked

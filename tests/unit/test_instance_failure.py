@@ -207,6 +207,18 @@ def test_a_stop_refused_for_another_reason_fails_and_unlocks(store, clock):
     assert ("unlock", "SUCCESS") in steps(env)
 
 
+def test_a_lost_lease_stops_the_restart_and_leaves_the_lock(store, clock):
+    """Another engine owns the run now: this one asks Nova nothing more,
+    not even the unlock (the new owner finishes and unlocks)."""
+    nova = nova_with("active")
+    nova.fail("stop", VM, exception.LeaseLost("another engine owns it"))
+    env = make_env(nova, clock)
+    with pytest.raises(exception.LeaseLost):
+        restart_instance(env, store, vm_notification(store, clock))
+    assert mutations(nova) == ["lock", "stop"]
+    assert nova.servers[VM].locked
+
+
 def test_an_instance_that_never_comes_up_times_out_and_is_unlocked(
         store, clock):
     nova = nova_with("stopped", lag=None)

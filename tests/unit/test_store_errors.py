@@ -107,3 +107,16 @@ def test_a_store_error_mid_run_leaves_the_run_to_resume(store, path):
             runner.attempt(env, store, notification, fencing=None)
     assert nova.calls == []
     assert store.get(notification.uuid).status is Status.RUNNING
+
+
+def test_an_accepted_notification_is_read_back_in_its_own_transaction(
+        store):
+    """Once the insert commits, nothing more can fail: the API never
+    answers 503 "nothing was stored" for a stored notification."""
+    transactions = []
+    sqlalchemy.event.listen(store._engine, "begin",
+                            lambda conn: transactions.append(conn))
+    notification = add(store)
+    assert len(transactions) == 1
+    assert notification.status is Status.NEW
+    assert store.get(notification.uuid) == notification
