@@ -86,6 +86,11 @@ class FencingError(RecoveryError):
     """The host could not be powered off, or its power-off not verified."""
 
 
+class ProbeFailed(RecoveryError):
+    """The liveness probe could not ask the host (its address does not
+    resolve): no proof either way."""
+
+
 class EvacuationsUnfinished(RecoveryError):
     """A host cannot return while guests are still moving away from it."""
 

@@ -22,6 +22,10 @@ class Status(str, enum.Enum):
     IGNORED = "ignored"
 
 
+# The statuses of a notification still to be acted on.
+IN_FLIGHT = (Status.NEW, Status.RUNNING, Status.ERROR)
+
+
 class Kind(str, enum.Enum):
     """What recovery does about a notification."""
 
@@ -74,6 +78,9 @@ class Notification:
     lease_until: datetime.datetime | None = None
     version: int = 0
     started_at: datetime.datetime | None = None
+    # The failure the detector saw, as "host@last heartbeat"; None for a
+    # notification it did not make.
+    detection: str | None = None
 
     @property
     def event(self) -> str:

@@ -14,16 +14,13 @@ import webob.dec
 import webob.exc
 
 from recovery import exception
+from recovery import intake
 from recovery.api import validation
 from recovery.api import views
 from recovery.concurrency import Clock
 from recovery.db.notifications import SORT_KEYS
-from recovery.db.segments import Host
-from recovery.db.segments import Segment
 from recovery.db.store import Store
-from recovery.notification import Kind
 from recovery.notification import Status
-from recovery.notification import classify
 
 LOG = logging.getLogger(__name__)
 
@@ -50,53 +47,6 @@ def error(status: int, message: str) -> webob.Response:
 def respond(status: int, body: dict[str, Any]) -> webob.Response:
     return webob.Response(status=status, content_type="application/json",
                           charset="utf-8", json_body=body)
-
-
-# The (event, vir_domain_event) pairs of a VM notification that mean the
-# guest died and a restart may help (Masakari's instance events).
-VM_EVENTS = {("LIFECYCLE", "STOPPED_FAILED"), ("IO_ERROR", "IO_ERROR_REPORT")}
-
-
-def initial_status(kind: Kind, payload: dict[str, Any],
-                   record: tuple[Host, Segment] | None
-                   ) -> tuple[Status, str | None]:
-    """``new`` for what the engine acts on; ``ignored`` with the reason
-    for what it does not. ``record`` is the host's segment entry."""
-    if record is not None:
-        host, segment = record
-        if not segment.enabled:
-            return Status.IGNORED, (
-                f"segment {segment.name} of host {host.name} is disabled: "
-                f"its hosts' notifications are recorded, not acted on")
-        if host.on_maintenance:
-            return Status.IGNORED, (
-                f"host {host.name} is on maintenance in segment "
-                f"{segment.name}: recovery leaves it alone until "
-                f"'recovery host update {segment.name} {host.name} "
-                f"--no-maintenance'")
-    if kind is Kind.INSTANCE:
-        pair = (payload["event"].upper(), payload["vir_domain_event"])
-        if pair not in VM_EVENTS:
-            return Status.IGNORED, (
-                f"event {payload['event']}/{payload['vir_domain_event']} "
-                f"is not an instance failure recovery acts on (only "
-                f"{', '.join(sorted('/'.join(p) for p in VM_EVENTS))})")
-        return Status.NEW, None
-    if kind is Kind.PROCESS:
-        if payload["process_name"] != "nova-compute":
-            return Status.IGNORED, (
-                f"process {payload['process_name']} is not nova-compute: "
-                f"recovery acts only on nova-compute process failures")
-        return Status.NEW, None
-    if kind is Kind.HOST_RETURN:
-        # The host return waits for the host's own heartbeats.
-        return Status.NEW, None
-    if payload.get("host_status") != "NORMAL":
-        return Status.IGNORED, (
-            f"host_status is {payload.get('host_status', 'missing')}: "
-            f"the monitor did not confirm the host is off, and evacuating "
-            f"a host that may still run its guests would run them twice")
-    return Status.NEW, None
 
 
 class NotificationAPI:
@@ -181,23 +131,19 @@ class NotificationAPI:
             return error(exc.status, exc.message)
         except validation.Invalid as exc:
             return error(400, str(exc))
-        kind = classify(data["type"], data["payload"])
-        status, reason = initial_status(
-            kind, data["payload"], self.store.host_record(data["hostname"]))
         try:
-            stored = self.store.add(
-                type=data["type"], kind=kind, hostname=data["hostname"],
+            stored = intake.accept(
+                self.store, type=data["type"], hostname=data["hostname"],
                 generated_time=data["generated_time"],
-                payload=data["payload"], origin="api", status=status,
-                message=reason or note, source_host_uuid=source_host_uuid,
-                now=self.clock.now(),
+                payload=data["payload"], origin="api", note=note,
+                source_host_uuid=source_host_uuid, now=self.clock.now(),
                 duplicate_window=self.duplicate_window)
         except exception.Duplicate as exc:
             return error(409, str(exc))
         LOG.info("Stored notification %s: %s %s on %s (%s)", stored.uuid,
                  stored.type, data["payload"].get("event"), stored.hostname,
                  stored.status.value)
-        if status is Status.NEW:
+        if stored.status is Status.NEW:
             self.on_stored()
         return respond(202, {"notification": views.notification(stored)})
 

@@ -9,6 +9,7 @@ from oslo_config import cfg
 from recovery.conf import api
 from recovery.conf import database
 from recovery.conf import default
+from recovery.conf import detector
 from recovery.conf import engine
 from recovery.conf import fencing
 from recovery.conf import host_failure
@@ -18,7 +19,7 @@ from recovery.conf import process_failure
 from recovery.conf import safety
 
 _MODULES = (default, host_failure, nova, database, api, engine, fencing,
-            safety, instance_failure, process_failure)
+            safety, instance_failure, process_failure, detector)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

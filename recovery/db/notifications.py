@@ -12,10 +12,12 @@ import uuid as uuidlib
 from typing import Any
 
 import sqlalchemy as sa
+from oslo_db import exception as db_exc
 
 from recovery import exception
 from recovery.db.tables import notifications
 from recovery.db.transaction import Transactional
+from recovery.notification import IN_FLIGHT
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
@@ -54,17 +56,24 @@ class NotificationStore(Transactional):
             generated_time: datetime.datetime, payload: dict[str, Any],
             origin: str, status: Status, now: datetime.datetime,
             message: str | None = None, source_host_uuid: str | None = None,
-            duplicate_window: float = 0) -> Notification:
+            duplicate_window: float = 0,
+            detection: str | None = None) -> Notification:
         """Store a notification; raise ``Duplicate`` if the same type, host
-        and payload arrived with a generated_time within the window."""
+        and payload arrived with a generated_time within the window.
+
+        ``detection`` (the detector's): the failure's name. ``Duplicate``
+        if it was stored already, by any engine, or if the host has an
+        open host failure from anyone."""
         values = dict(
             uuid=str(uuidlib.uuid4()), type=type, kind=kind.value,
             hostname=hostname, source_host_uuid=source_host_uuid,
             generated_time=generated_time,
             payload=canonical_payload(payload), origin=origin,
             status=status.value, message=message, attempts=0, version=0,
-            created_at=now, updated_at=now)
+            created_at=now, updated_at=now, detection=detection)
         with self._tx() as conn:
+            if detection is not None:
+                self._check_undetected(conn, hostname, detection)
             if duplicate_window:
                 window = datetime.timedelta(seconds=duplicate_window)
                 earlier = conn.execute(
@@ -81,11 +90,36 @@ class NotificationStore(Transactional):
                         f"a {type} notification for {hostname} with the "
                         f"same payload was received within "
                         f"{duplicate_window:g} s: {earlier}")
-            conn.execute(notifications.insert().values(**values))
+            try:
+                conn.execute(notifications.insert().values(**values))
+            except (sa.exc.IntegrityError, db_exc.DBDuplicateEntry) as exc:
+                if detection is None:
+                    raise
+                # Another engine stored it since the check.
+                raise exception.Duplicate(
+                    f"{detection} was detected already") from exc
             # Read back in the same transaction: once it commits, the
             # caller has the notification (no second round trip to fail
             # after the notification was stored).
             return self._read(conn, values["uuid"])
+
+    @staticmethod
+    def _check_undetected(conn: sa.Connection, hostname: str,
+                          detection: str) -> None:
+        found = conn.execute(
+            sa.select(notifications.c.uuid, notifications.c.detection)
+            .where(sa.or_(
+                notifications.c.detection == detection,
+                sa.and_(notifications.c.hostname == hostname,
+                        notifications.c.kind == Kind.HOST_FAILURE.value,
+                        notifications.c.status.in_(
+                            [s.value for s in IN_FLIGHT]))))
+            .limit(1)).first()
+        if found is not None:
+            raise exception.Duplicate(
+                f"{detection} was detected already" if found.detection
+                == detection else f"{hostname} has an open host failure "
+                f"already: {found.uuid}")
 
     def get(self, uuid: str) -> Notification:
         with self._tx() as conn:

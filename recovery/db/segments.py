@@ -22,12 +22,9 @@ from recovery.db.tables import hosts
 from recovery.db.tables import notifications
 from recovery.db.tables import segments
 from recovery.db.transaction import Transactional
-from recovery.notification import Status
+from recovery.notification import IN_FLIGHT
 
 RECOVERY_METHODS = ("auto", "reserved_host", "auto_priority", "rh_priority")
-# The statuses of a notification still to be acted on.
-IN_FLIGHT = tuple(s.value for s in (Status.NEW, Status.RUNNING,
-                                     Status.ERROR))
 
 
 @dataclasses.dataclass(frozen=True)
@@ -161,8 +158,8 @@ class SegmentStore(Transactional):
             notifications.c.uuid, notifications.c.hostname,
             notifications.c.status).where(
                 notifications.c.hostname.in_(names),
-                notifications.c.status.in_(IN_FLIGHT)).order_by(
-                    notifications.c.id).limit(1)).first()
+                notifications.c.status.in_([s.value for s in IN_FLIGHT])
+            ).order_by(notifications.c.id).limit(1)).first()
         if row is not None:
             raise exception.InUse(
                 f"cannot {what}: segment {segment.name} has a recovery in "
@@ -257,6 +254,11 @@ class SegmentStore(Transactional):
             conn.execute(hosts.delete().where(hosts.c.uuid == host.uuid))
 
     # -- what recoveries need ------------------------------------------------
+    def segment_host_names(self) -> set[str]:
+        """The name of every host of every segment."""
+        with self._tx() as conn:
+            return set(conn.execute(sa.select(hosts.c.name)).scalars())
+
     def host_record(self, name: str) -> tuple[Host, Segment] | None:
         """The host named ``name`` and its segment, if it is in one."""
         with self._tx() as conn:

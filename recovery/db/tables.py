@@ -51,7 +51,10 @@ notifications = sa.Table(
     # What recovery does about it (recovery.notification.Kind), decided
     # once at intake. Always written; nullable only for migration 0005.
     sa.Column("kind", sa.String(16)),
+    # A failure the detector saw: "host@last heartbeat" (migration 0007).
+    sa.Column("detection", sa.String(300)),
     sa.Index("ix_notifications_status", "status"),
+    sa.Index("ux_notifications_detection", "detection", unique=True),
     sa.Index("ix_notifications_hostname_status", "hostname", "status"),
 )
 

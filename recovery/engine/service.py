@@ -7,6 +7,9 @@ on its own task; each run's ``LeaseKeeper`` renews its lease. Claims are
 compare-and-swap in the store, so a notification never runs twice, and
 one host never twice at once.
 
+Each turn, the detector (``detector``, when ``[detector] enabled``) may
+store a host failure it saw; it is claimed like any other.
+
 Before a claim, the safety gates: while disarmed only runs already under
 way (abandoned by a crashed engine) are taken up; a new recovery waits
 for the per-window cap and the mass-failure brake (``gates``).
@@ -24,6 +27,7 @@ from recovery.db.claims import this_process
 from recovery.db.store import Store
 from recovery.engine import gates
 from recovery.engine import runner
+from recovery.engine.detector import Detector
 from recovery.engine.lease import Lease
 from recovery.engine.lease import LeaseKeeper
 from recovery.fencing import Fencing
@@ -51,6 +55,7 @@ class Engine:
         self.fencing = fencing
         self.clock = clock
         self.gates = gates.Gates(conf, store, nova, clock)
+        self.detector = Detector(conf, store, nova, fencing, clock)
         self._armed = True
         self.owner = this_process()
         self.heartbeat = heartbeat
@@ -70,6 +75,7 @@ class Engine:
                 # kept for the next turn, never lost.
                 self.wake.clear()
                 self._reap()
+                self._detect()
                 try:
                     self._report_alive()
                     self._claim()
@@ -87,6 +93,16 @@ class Engine:
             self._leave()
         finally:
             self._keeper.close()
+
+    def _detect(self) -> None:
+        """Let the detector look at Nova (when it is on and a poll is
+        due): what it stores is claimed in this same turn."""
+        try:
+            self.detector.poll()
+        except exception.StoreError as exc:
+            LOG.warning("detector: the store is unavailable: %s", exc)
+        except Exception:
+            LOG.exception("detector: unexpected error")
 
     def _report_alive(self) -> None:
         """Keep this engine's row in the registry ('recovery status')

@@ -31,11 +31,11 @@ from typing import Any
 
 from recovery import concurrency
 from recovery.exception import FencingError
-from recovery.fencing import BmcRefused
-from recovery.fencing import BmcSettings
-from recovery.fencing import Fencer
-from recovery.fencing import Timing
-from recovery.fencing import call_bounded
+from recovery.fencing.fencer import BmcRefused
+from recovery.fencing.fencer import BmcSettings
+from recovery.fencing.fencer import Fencer
+from recovery.fencing.fencer import Timing
+from recovery.fencing.fencer import call_bounded
 
 LOG = logging.getLogger(__name__)
 

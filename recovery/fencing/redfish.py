@@ -18,11 +18,11 @@ import sushy.auth
 from sushy import exceptions as sushy_exc
 
 from recovery.exception import FencingError
-from recovery.fencing import BmcRefused
-from recovery.fencing import BmcSettings
-from recovery.fencing import Fencer
-from recovery.fencing import Timing
-from recovery.fencing import call_bounded
+from recovery.fencing.fencer import BmcRefused
+from recovery.fencing.fencer import BmcSettings
+from recovery.fencing.fencer import Fencer
+from recovery.fencing.fencer import Timing
+from recovery.fencing.fencer import call_bounded
 
 LOG = logging.getLogger(__name__)
 

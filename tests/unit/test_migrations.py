@@ -3,8 +3,10 @@ upgraded in place, with what it held."""
 
 import datetime
 
+import pytest
 import sqlalchemy
 
+from recovery import exception
 from recovery.db.store import open_store
 from recovery.notification import Kind
 from recovery.notification import Status
@@ -33,9 +35,14 @@ STORED = [
 
 
 def back_to_0004(url):
-    """The schema as 0004 left it: no kind column (nor 0006's tables)."""
+    """The schema as 0004 left it: no kind column (nor 0006's tables, nor
+    0007's detection)."""
     engine = sqlalchemy.create_engine(url)
     with engine.begin() as conn:
+        conn.execute(sqlalchemy.text(
+            "DROP INDEX ux_notifications_detection"))
+        conn.execute(sqlalchemy.text(
+            "ALTER TABLE notifications DROP COLUMN detection"))
         for table in ("engines", "locks"):
             conn.execute(sqlalchemy.text(f"DROP TABLE {table}"))
         conn.execute(sqlalchemy.text(
@@ -100,3 +107,34 @@ def test_0005_backfills_host_returns_past_one_batch(tmp_path):
         store.close()
     assert kinds == {f"n-{n}": Kind.HOST_RETURN if n % 3 else
                      Kind.HOST_FAILURE for n in range(1501)}
+
+
+def test_0007_adds_the_detection_rule_to_a_store_in_use(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.sqlite"
+    store = open_store(url)
+    kept = store.add(type="VM", kind=Kind.INSTANCE, hostname="compute-1",
+                     generated_time=NOW, payload=VM, origin="api",
+                     status=Status.FINISHED, now=NOW)
+    store.close()
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        conn.execute(sqlalchemy.text(
+            "DROP INDEX ux_notifications_detection"))
+        conn.execute(sqlalchemy.text(
+            "ALTER TABLE notifications DROP COLUMN detection"))
+        conn.execute(sqlalchemy.text(
+            "UPDATE alembic_version SET version_num = '0006'"))
+    engine.dispose()
+    store = open_store(url)
+    try:
+        assert store.get(kept.uuid).detection is None
+        detected = dict(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                        hostname="compute-2", generated_time=NOW,
+                        payload={"event": "STOPPED"}, origin="detector",
+                        status=Status.NEW, now=NOW,
+                        detection="compute-2@2026-11-22T09:59:00")
+        store.add(**detected)
+        with pytest.raises(exception.Duplicate):
+            store.add(**detected)
+    finally:
+        store.close()

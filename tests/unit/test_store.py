@@ -8,11 +8,13 @@ import datetime
 import socket
 import subprocess
 import sys
+import threading
 
 import pytest
 import sqlalchemy
 
 from recovery import exception
+from recovery.concurrency import ThreadTaskPool
 from recovery.db.claims import Holder
 from recovery.db.store import open_store
 from recovery.notification import Status
@@ -655,6 +657,11 @@ def test_upgrade_resumes_the_retired_resetting_phase_as_locking(
         # And what 0006 adds.
         conn.execute(sqlalchemy.text("DROP TABLE engines"))
         conn.execute(sqlalchemy.text("DROP TABLE locks"))
+        # And what 0007 adds.
+        conn.execute(sqlalchemy.text(
+            "DROP INDEX ux_notifications_detection"))
+        conn.execute(sqlalchemy.text(
+            "ALTER TABLE notifications DROP COLUMN detection"))
     engine.dispose()
     store = open_store(url)
     try:
@@ -750,3 +757,56 @@ def test_claim_host_never_resumes_a_run_of_another_event(store):
                                 now=later(1), lease=LEASE,
                                 payload={"event": "STOPPED"})
     assert (resumed.uuid, again) == (item.uuid, True)
+
+
+# -- the detector's one-notification rule ------------------------------------
+def detect(store, hostname="compute-1", heartbeat="2026-11-22T09:59:00"):
+    return add(store, hostname, detection=f"{hostname}@{heartbeat}")
+
+
+def finished(store, item):
+    take(store, item, ME, NOW, LEASE)
+    finish(store, item.uuid, ME, Status.FINISHED, "done", NOW)
+
+
+def test_one_failure_is_detected_once_by_racing_engines(url):
+    """Three engines that see one failure at once store one notification:
+    on a server database the unique index decides, whoever checked
+    first."""
+    stores = [open_for_test(url) for _ in range(3)]
+    try:
+        for round in range(5):
+            host = f"compute-{round}"
+            start = threading.Barrier(len(stores))
+
+            def race(store, start=start, host=host):
+                start.wait(timeout=10)
+                try:
+                    detect(store, host)
+                except exception.Duplicate:
+                    return "duplicate"
+                return "stored"
+
+            outcomes = [o.value for o in ThreadTaskPool(3).run(race, stores)]
+            assert sorted(outcomes) == ["duplicate", "duplicate", "stored"]
+        assert len(stores[0].list_notifications()) == 5
+    finally:
+        for store in stores:
+            store.close()
+
+
+def test_a_new_failure_of_the_same_host_is_a_new_detection(store):
+    first = detect(store)
+    finished(store, first)
+    second = detect(store, heartbeat="2026-11-22T11:00:00")
+    assert second.uuid != first.uuid
+    with pytest.raises(exception.Duplicate, match="detected already"):
+        detect(store, heartbeat="2026-11-22T11:00:00")
+
+
+def test_no_detection_while_the_host_has_an_open_failure(store):
+    reported = add(store)   # a monitor's, through the API
+    with pytest.raises(exception.Duplicate, match=reported.uuid):
+        detect(store)
+    finished(store, reported)
+    detect(store)

@@ -1,0 +1,93 @@
+"""``[detector]`` options: recovery-engine watching Nova's compute
+services by itself, with no monitor on the computes."""
+
+from oslo_config import cfg
+
+GROUP = "detector"
+
+OPTS = [
+    cfg.BoolOpt(
+        "enabled",
+        default=False,
+        mutable=True,
+        help="Watch Nova's nova-compute services and recover a host whose "
+             "service stays down, with no notification from a monitor. "
+             "Only the hosts of a failover segment, or matching 'hosts', "
+             "are watched; a host is evacuated only once it is proved "
+             "off (fencing, or 'liveness_probe'), unless "
+             "trust_nova_heartbeat is set. Switched at SIGHUP.",
+    ),
+    cfg.FloatOpt(
+        "poll_interval",
+        default=5.0,
+        min=1,
+        mutable=True,
+        help="Seconds between two looks at Nova's compute services (one "
+             "request for every host).",
+    ),
+    cfg.FloatOpt(
+        "grace_period",
+        default=30.0,
+        min=0,
+        mutable=True,
+        help="Seconds a host must stay down, without one heartbeat in "
+             "between, before it is failed. Nova already waits its "
+             "service_down_time before it reports a service down; this "
+             "is on top, so that a host that flaps is never recovered.",
+    ),
+    cfg.ListOpt(
+        "hosts",
+        default=[],
+        mutable=True,
+        help="fnmatch patterns (compute-*) of the hosts to watch besides "
+             "the hosts of failover segments. An operator says which "
+             "hosts may be recovered automatically; by default, only "
+             "segment hosts.",
+    ),
+    cfg.ListOpt(
+        "liveness_probe",
+        default=[],
+        mutable=True,
+        item_type=cfg.types.Integer(min=1, max=65535),
+        help="TCP ports (for example 22,16509) tried on a failed host's "
+             "address. A host that answers on any of them (a connection "
+             "accepted or refused: its network stack runs) is alive: it "
+             "is not evacuated, and its nova-compute service is disabled "
+             "as in a process failure. A host with no fencing driver is "
+             "evacuated only when none answers. Empty: no probe.",
+    ),
+    cfg.FloatOpt(
+        "probe_timeout",
+        default=2.0,
+        min=0.1,
+        mutable=True,
+        help="Seconds to wait for each port of the liveness probe.",
+    ),
+    cfg.DictOpt(
+        "probe_addresses",
+        default={},
+        mutable=True,
+        help="host:address pairs for the liveness probe, for hosts whose "
+             "name does not resolve to the address to probe (the "
+             "management network). Other hosts are probed at the address "
+             "their name resolves to.",
+    ),
+    cfg.BoolOpt(
+        "trust_nova_heartbeat",
+        default=False,
+        mutable=True,
+        help="Evacuate a detected host with neither fencing nor a liveness "
+             "probe, on Nova's word alone. Nova's heartbeat is one "
+             "process's: if only nova-compute died, the guests still run, "
+             "and evacuating them runs them twice (on shared storage, "
+             "their disks are corrupted). Set it only if you accept that.",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    return [(GROUP, OPTS)]

@@ -1,0 +1,90 @@
+"""How a notification enters the store, from the API or the detector:
+classified once, given its first status, and stored.
+
+``new`` for what the engine acts on; ``ignored``, with the reason, for
+what it does not (a disabled segment, a host on maintenance, an event no
+flow acts on, a host failure nobody vouched for).
+"""
+
+import datetime
+from typing import Any
+
+from recovery.db.segments import Host
+from recovery.db.segments import Segment
+from recovery.db.store import Store
+from recovery.notification import Kind
+from recovery.notification import Notification
+from recovery.notification import Status
+from recovery.notification import classify
+
+
+def accept(store: Store, *, type: str, hostname: str,
+           generated_time: datetime.datetime, payload: dict[str, Any],
+           origin: str, now: datetime.datetime, note: str | None = None,
+           source_host_uuid: str | None = None, duplicate_window: float = 0,
+           detection: str | None = None,
+           ignore: str | None = None) -> Notification:
+    """Store a notification; raise ``Duplicate`` as ``Store.add`` does.
+
+    ``note``: a remark kept as its message when nothing else is said.
+    ``ignore``: why the caller will not have it acted on; it is stored
+    ``ignored`` with that reason if nothing else ignores it first.
+    """
+    kind = classify(type, payload)
+    status, reason = initial_status(kind, payload,
+                                    store.host_record(hostname))
+    if status is Status.NEW and ignore is not None:
+        status, reason = Status.IGNORED, ignore
+    return store.add(
+        type=type, kind=kind, hostname=hostname,
+        generated_time=generated_time, payload=payload, origin=origin,
+        status=status, message=reason or note,
+        source_host_uuid=source_host_uuid, now=now,
+        duplicate_window=duplicate_window, detection=detection)
+
+
+# The (event, vir_domain_event) pairs of a VM notification that mean the
+# guest died and a restart may help (Masakari's instance events).
+VM_EVENTS = {("LIFECYCLE", "STOPPED_FAILED"), ("IO_ERROR", "IO_ERROR_REPORT")}
+
+
+def initial_status(kind: Kind, payload: dict[str, Any],
+                   record: tuple[Host, Segment] | None
+                   ) -> tuple[Status, str | None]:
+    """``new`` for what the engine acts on; ``ignored`` with the reason
+    for what it does not. ``record`` is the host's segment entry."""
+    if record is not None:
+        host, segment = record
+        if not segment.enabled:
+            return Status.IGNORED, (
+                f"segment {segment.name} of host {host.name} is disabled: "
+                f"its hosts' notifications are recorded, not acted on")
+        if host.on_maintenance:
+            return Status.IGNORED, (
+                f"host {host.name} is on maintenance in segment "
+                f"{segment.name}: recovery leaves it alone until "
+                f"'recovery host update {segment.name} {host.name} "
+                f"--no-maintenance'")
+    if kind is Kind.INSTANCE:
+        pair = (payload["event"].upper(), payload["vir_domain_event"])
+        if pair not in VM_EVENTS:
+            return Status.IGNORED, (
+                f"event {payload['event']}/{payload['vir_domain_event']} "
+                f"is not an instance failure recovery acts on (only "
+                f"{', '.join(sorted('/'.join(p) for p in VM_EVENTS))})")
+        return Status.NEW, None
+    if kind is Kind.PROCESS:
+        if payload["process_name"] != "nova-compute":
+            return Status.IGNORED, (
+                f"process {payload['process_name']} is not nova-compute: "
+                f"recovery acts only on nova-compute process failures")
+        return Status.NEW, None
+    if kind is Kind.HOST_RETURN:
+        # The host return waits for the host's own heartbeats.
+        return Status.NEW, None
+    if payload.get("host_status") != "NORMAL":
+        return Status.IGNORED, (
+            f"host_status is {payload.get('host_status', 'missing')}: "
+            f"the monitor did not confirm the host is off, and evacuating "
+            f"a host that may still run its guests would run them twice")
+    return Status.NEW, None

@@ -1,0 +1,311 @@
+"""The detector, over a real SQLite store and the in-memory Nova, with a
+clock that never sleeps and a probe whose answers the test decides."""
+
+import dataclasses
+import datetime
+import errno
+import logging
+
+import pytest
+from oslo_config import cfg
+
+from recovery import conf as recovery_conf
+from recovery.db.store import open_store
+from recovery.engine.detector import Detector
+from recovery.engine.gates import Gates
+from recovery.fencing import load_fencing
+from recovery.notification import Kind
+from recovery.notification import Status
+from tests.unit.fakes import NOVA_NOW
+from tests.unit.fakes import FakeClock
+from tests.unit.fakes import MemoryNova
+
+HOSTS = ("compute-1", "compute-2", "compute-3", "compute-4")
+GRACE = 30.0
+POLL = 5.0
+
+
+class Network:
+    """What each address does with a connection: "accept", "refuse", or
+    nothing (silence: a timeout)."""
+
+    def __init__(self):
+        self.hosts: dict[str, str] = {}
+        self.tries: list[tuple[str, int]] = []
+
+    def connect(self, address, timeout):
+        self.tries.append(address)
+        answer = self.hosts.get(address[0])
+        if answer == "accept":
+            return
+        if answer == "refuse":
+            raise ConnectionRefusedError(errno.ECONNREFUSED, "refused")
+        raise TimeoutError("timed out")
+
+
+@pytest.fixture
+def conf():
+    conf = cfg.ConfigOpts()
+    recovery_conf.register_opts(conf)
+    conf([])
+    conf.set_override("enabled", True, "detector")
+    conf.set_override("grace_period", GRACE, "detector")
+    conf.set_override("poll_interval", POLL, "detector")
+    conf.set_override("hosts", ["compute-*"], "detector")
+    return conf
+
+
+@pytest.fixture
+def clock():
+    return FakeClock()
+
+
+@pytest.fixture
+def store(tmp_path, clock):
+    store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
+    store.lease_clock = lambda conn: clock.now()
+    yield store
+    store.close()
+
+
+@pytest.fixture
+def nova(clock):
+    nova = MemoryNova()
+    nova.clock = clock
+    for host in HOSTS:
+        nova.add_service(host, state="up")
+    return nova
+
+
+@pytest.fixture
+def network():
+    return Network()
+
+
+def fenced(conf):
+    """Every host has a BMC."""
+    conf.set_override("driver", "redfish", "fencing")
+    conf.set_override("address", "https://bmc-{host}", "fencing")
+    conf.set_override("username", "admin", "fencing")
+    conf.set_override("password", "secret", "fencing")
+
+
+def detector(conf, store, nova, clock, network):
+    return Detector(conf, store, nova, load_fencing(conf), clock,
+                    connect=network.connect)
+
+
+def dies(nova, host, heartbeat_age=120):
+    nova.add_service(host, state="down", heartbeat_age=heartbeat_age)
+
+
+def beats(nova, host):
+    nova.add_service(host, state="up")
+
+
+def poll_until(det, clock, seconds):
+    """Poll every POLL seconds for ``seconds``."""
+    end = clock.t + seconds
+    while clock.t <= end:
+        det.poll()
+        clock.sleep(POLL)
+
+
+def stored(store):
+    return store.list_notifications(sort_dir="asc")
+
+
+def test_a_suspect_fails_after_the_grace_period(conf, store, nova, clock,
+                                                network):
+    fenced(conf)
+    det = detector(conf, store, nova, clock, network)
+    dies(nova, "compute-1")
+    poll_until(det, clock, GRACE - POLL)
+    assert stored(store) == []
+    poll_until(det, clock, POLL)
+    [item] = stored(store)
+    assert (item.type, item.kind, item.origin, item.status) == (
+        "COMPUTE_HOST", Kind.HOST_FAILURE, "detector", Status.NEW)
+    assert item.hostname == "compute-1"
+    assert "down for 30 s" in item.message
+    assert item.detection == "compute-1@" + (
+        NOVA_NOW - datetime.timedelta(seconds=120)).isoformat()
+    # One failure, one notification: later polls add nothing.
+    poll_until(det, clock, 60)
+    assert len(stored(store)) == 1
+
+
+def test_a_flapping_host_is_never_failed(conf, store, nova, clock,
+                                         network):
+    fenced(conf)
+    det = detector(conf, store, nova, clock, network)
+    for _ in range(6):
+        dies(nova, "compute-1")
+        poll_until(det, clock, GRACE - 2 * POLL)
+        beats(nova, "compute-1")
+        poll_until(det, clock, 0)
+    assert stored(store) == []
+
+
+def test_forced_down_with_a_live_heartbeat_is_up(conf, store, nova, clock,
+                                                 network):
+    """Forced down by someone, but nova-compute still reports."""
+    fenced(conf)
+    det = detector(conf, store, nova, clock, network)
+    for _ in range(int(3 * GRACE / POLL)):
+        nova.add_service("compute-1", state="down", forced_down=True,
+                         heartbeat_age=5 - clock.t)
+        det.poll()
+        clock.sleep(POLL)
+    assert stored(store) == []
+
+
+def test_forced_down_with_its_heartbeat_stopped_is_failed(
+        conf, store, nova, clock, network):
+    fenced(conf)
+    nova.add_service("compute-1", state="down", forced_down=True,
+                     heartbeat_age=600)
+    poll_until(detector(conf, store, nova, clock, network), clock, GRACE)
+    assert [n.hostname for n in stored(store)] == ["compute-1"]
+
+
+def test_one_poll_is_one_request(conf, store, nova, clock, network):
+    det = detector(conf, store, nova, clock, network)
+    det.poll()
+    det.poll()          # not due yet
+    clock.sleep(POLL)
+    det.poll()
+    assert nova.names() == ["list_services", "list_services"]
+
+
+def test_three_engines_detecting_at_once_give_one_notification(
+        conf, store, nova, clock, network):
+    fenced(conf)
+    engines = [detector(conf, store, nova, clock, network)
+               for _ in range(3)]
+    dies(nova, "compute-1")
+    end = clock.t + GRACE
+    while clock.t <= end:
+        for det in engines:
+            det.poll()
+        clock.sleep(POLL)
+    assert len(stored(store)) == 1
+
+
+def test_a_host_that_answers_the_probe_is_a_process_failure(
+        conf, store, nova, clock, network, caplog):
+    conf.set_override("liveness_probe", [22, 16509], "detector")
+    conf.set_override("probe_addresses", {"compute-1": "10.0.0.1"},
+                      "detector")
+    network.hosts["10.0.0.1"] = "refuse"
+    dies(nova, "compute-1")
+    with caplog.at_level(logging.ERROR):
+        poll_until(detector(conf, store, nova, clock, network), clock,
+                   GRACE)
+    [item] = stored(store)
+    assert (item.type, item.kind, item.status) == (
+        "PROCESS", Kind.PROCESS, Status.NEW)
+    assert item.payload == {"event": "STOPPED",
+                            "process_name": "nova-compute"}
+    assert "answers on TCP port 22" in item.message
+    assert "not evacuated" in item.message
+    assert "ALARM detector" in caplog.text
+    assert network.tries == [("10.0.0.1", 22)]
+
+
+def test_a_silent_probe_proves_a_host_with_no_fencing_off(
+        conf, store, nova, clock, network):
+    conf.set_override("liveness_probe", [22, 16509], "detector")
+    dies(nova, "compute-1")
+    poll_until(detector(conf, store, nova, clock, network), clock, GRACE)
+    [item] = stored(store)
+    assert (item.kind, item.status) == (Kind.HOST_FAILURE, Status.NEW)
+    assert network.tries == [("compute-1", 22), ("compute-1", 16509)]
+
+
+def test_with_neither_fencing_nor_probe_it_is_ignored(conf, store, nova,
+                                                      clock, network):
+    dies(nova, "compute-1")
+    det = detector(conf, store, nova, clock, network)
+    poll_until(det, clock, GRACE)
+    [item] = stored(store)
+    assert item.status is Status.IGNORED
+    assert "Configure fencing" in item.message
+    assert "liveness_probe" in item.message
+    assert "recovery host-failure compute-1" in item.message
+    # Recorded once, not at every poll.
+    poll_until(det, clock, 60)
+    assert len(stored(store)) == 1
+
+
+def test_trusting_nova_s_heartbeat_evacuates_without_proof(
+        conf, store, nova, clock, network):
+    conf.set_override("trust_nova_heartbeat", True, "detector")
+    dies(nova, "compute-1")
+    poll_until(detector(conf, store, nova, clock, network), clock, GRACE)
+    assert [n.status for n in stored(store)] == [Status.NEW]
+
+
+def test_only_watched_hosts_are_failed(conf, store, nova, clock, network):
+    fenced(conf)
+    conf.set_override("hosts", [], "detector")
+    segment = store.create_segment(name="rack-1", recovery_method="auto",
+                                   service_type="COMPUTE", now=clock.now())
+    store.create_host(segment.uuid, name="compute-2", type="COMPUTE",
+                      control_attributes="", now=clock.now())
+    dies(nova, "compute-1")
+    dies(nova, "compute-2")
+    poll_until(detector(conf, store, nova, clock, network), clock, GRACE)
+    assert [n.hostname for n in stored(store)] == ["compute-2"]
+
+
+def test_a_recovered_host_is_not_detected_again(conf, store, nova, clock,
+                                                network):
+    fenced(conf)
+    reason = conf.host_failure.service_disable_reason
+    nova.services["compute-1"] = dataclasses.replace(
+        nova.services["compute-1"], state="down", status="disabled",
+        disabled_reason=reason, forced_down=True)
+    poll_until(detector(conf, store, nova, clock, network), clock, 3 * GRACE)
+    assert stored(store) == []
+
+
+def test_switched_off_it_asks_nova_nothing(conf, store, nova, clock,
+                                           network):
+    conf.set_override("enabled", False, "detector")
+    dies(nova, "compute-1")
+    poll_until(detector(conf, store, nova, clock, network), clock, GRACE)
+    assert nova.calls == [] and stored(store) == []
+
+
+def test_one_decision_line_per_change(conf, store, nova, clock, network,
+                                      caplog):
+    fenced(conf)
+    det = detector(conf, store, nova, clock, network)
+    with caplog.at_level(logging.INFO, "recovery.engine.detector"):
+        poll_until(det, clock, POLL)          # all up
+        dies(nova, "compute-1")
+        poll_until(det, clock, GRACE)         # suspect ... failed
+        poll_until(det, clock, 3 * POLL)      # nothing new
+    lines = [r.getMessage() for r in caplog.records
+             if r.getMessage().startswith("detector: 4 hosts")]
+    assert lines[0] == "detector: 4 hosts, 4 up"
+    assert lines[1] == "detector: 4 hosts, 3 up, 1 suspect (compute-1, 0 s)"
+    assert lines[2].startswith("detector: 4 hosts, 3 up, 1 failed -> "
+                               "compute-1: notification ")
+    assert lines[3] == "detector: 4 hosts, 3 up"
+    assert len(lines) == 4
+
+
+def test_the_mass_failure_brake_holds_detected_failures(
+        conf, store, nova, clock, network):
+    fenced(conf)
+    for host in HOSTS[:3]:
+        dies(nova, host)
+    poll_until(detector(conf, store, nova, clock, network), clock, GRACE)
+    detected = stored(store)
+    assert len(detected) == 3
+    gates = Gates(conf, store, nova, clock)
+    holds = [gates.check(item) for item in detected]
+    assert all(hold is not None and "3 of 4" in hold.message
+               for hold in holds)
