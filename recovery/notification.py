@@ -22,6 +22,9 @@ class Status(str, enum.Enum):
     IGNORED = "ignored"
 
 
+# The origin of the notifications the engine's detector makes.
+DETECTOR = "detector"
+
 # The statuses of a notification still to be acted on.
 IN_FLIGHT = (Status.NEW, Status.RUNNING, Status.ERROR)
 

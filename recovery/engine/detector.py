@@ -39,11 +39,11 @@ from recovery.census import Census
 from recovery.db.store import Store
 from recovery.fencing import Fencing
 from recovery.models import ComputeService
+from recovery.notification import DETECTOR
 from recovery.nova import Nova
 
 LOG = logging.getLogger(__name__)
 
-ORIGIN = "detector"
 HOST_DOWN = {"event": "STOPPED", "host_status": "NORMAL",
              "cluster_status": "OFFLINE"}
 PROCESS_DOWN = {"event": "STOPPED", "process_name": "nova-compute"}
@@ -178,7 +178,8 @@ class Detector:
                       "failure. Repair nova-compute on %s", host, answer,
                       host)
             return self._store(
-                host, "PROCESS", PROCESS_DOWN, detection,
+                host, "PROCESS", {**PROCESS_DOWN, "liveness": answer},
+                detection,
                 note=f"{seen}; but {answer}: not a dead host, so it is not "
                      f"evacuated; its nova-compute is disabled as a "
                      f"process failure")
@@ -212,7 +213,7 @@ class Detector:
             stored = intake.accept(
                 self.store, type=type, hostname=host,
                 generated_time=self.clock.now(), payload=payload,
-                origin=ORIGIN, now=self.clock.now(), note=note,
+                origin=DETECTOR, now=self.clock.now(), note=note,
                 detection=detection, ignore=ignore)
         except exception.Duplicate as exc:
             # Another engine stored it, or a monitor reported it.

@@ -23,6 +23,7 @@ from recovery.flows import placement_for_host
 from recovery.flows import recover_host
 from recovery.flows import restart_instance
 from recovery.flows import return_host
+from recovery.notification import DETECTOR
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
@@ -104,8 +105,12 @@ def attempt(env: Env, store: Store, notification: Notification,
 def _recover_host(env: Env, store: Store, notification: Notification,
                   fencing: Fencing) -> Attempt:
     host = notification.hostname
+    # A detected failure with no fencing driver: the probe's silence is
+    # its proof (the detector stored it ignored if there is no probe).
+    detected = notification.origin == DETECTOR
     report = recover_host(
         env, host, fencer=fencing.for_host(host),
+        liveness=env.settings.liveness_probe if detected else None,
         journal=store.journal(notification.uuid),
         placement=placement_for_host(env, store, host, notification.uuid))
     summary = f"{host}: {report.summary()}"
@@ -131,7 +136,13 @@ def _restart_instance(env: Env, store: Store, notification: Notification,
 def _handle_process_event(env: Env, store: Store,
                           notification: Notification,
                           fencing: Fencing) -> Attempt:
-    return Attempt(Status.FINISHED, handle_process_event(env, notification))
+    done = handle_process_event(env, notification)
+    # The detector's: the host answered its liveness probe.
+    answer = notification.payload.get("liveness")
+    if answer:
+        done = (f"ALARM: {answer}; not a dead host, so not evacuated. "
+                f"{done}: repair nova-compute on {notification.hostname}")
+    return Attempt(Status.FINISHED, done)
 
 
 # The flow of each kind of notification.

@@ -7,6 +7,7 @@ from oslo_config import cfg
 
 from recovery.concurrency import Clock
 from recovery.nova import Nova
+from recovery.probe import Probe
 from recovery.results import Recorder
 
 
@@ -36,6 +37,8 @@ class Settings:
     restart_window: float
     # The process-failure flow ([process_failure]).
     process_disable_reason: str
+    # The detector's liveness probe ([detector]), None when not set.
+    liveness_probe: Probe | None
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> "Settings":
@@ -62,7 +65,8 @@ class Settings:
             max_restarts_per_window=(
                 conf.instance_failure.max_restarts_per_window),
             restart_window=conf.instance_failure.restart_window,
-            process_disable_reason=conf.process_failure.disable_reason)
+            process_disable_reason=conf.process_failure.disable_reason,
+            liveness_probe=Probe.from_conf(conf))
 
 
 def _never() -> bool:

@@ -35,6 +35,7 @@ from recovery.flows.selection import skip_reason
 from recovery.flows.watcher import EvacuationWatcher
 from recovery.models import ComputeService
 from recovery.models import Server
+from recovery.probe import Probe
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -54,6 +55,8 @@ class HostContext:
     host: str
     fencer: Fencer | None
     report: HostReport
+    # The probe whose silence proves the host off (no fencer), if any.
+    liveness: Probe | None = None
     placement: Placement = dataclasses.field(default_factory=auto)
     service: ComputeService | None = None
     forced_down_by_us: bool = False
@@ -127,6 +130,26 @@ class Fence(base.Step[HostContext]):
         return ctx.fencer.power_off(ctx.env.clock)
 
 
+class ProbeSilent(base.Step[HostContext]):
+    """For a host proved off only by its liveness probe's silence (a
+    detected failure, with no fencing driver): probe again, just before
+    anything changes in Nova. A host that answers now may run its guests,
+    and is not evacuated."""
+
+    name = "liveness-probe"
+
+    def announce(self, ctx: HostContext) -> str:
+        return f"probing {ctx.liveness.describe(ctx.host)}"
+
+    def execute(self, ctx: HostContext) -> str:
+        answer = ctx.liveness.answer(ctx.host)
+        if answer is not None:
+            raise exception.HostNotDown(
+                f"{answer}: it may still run its guests, so it is not "
+                f"evacuated")
+        return f"no answer on {ctx.liveness.describe(ctx.host)}"
+
+
 class ForceDown(base.Step[HostContext]):
     """Force the service down, so Nova allows evacuation at once instead
     of after service_down_time."""
@@ -180,7 +203,7 @@ DONE_OUTCOMES = frozenset({Outcome.RECOVERED, Outcome.SKIPPED})
 
 
 def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
-                 dry_run: bool = False,
+                 liveness: Probe | None = None, dry_run: bool = False,
                  pool_factory: PoolFactory = concurrency.task_pool,
                  journal: Sequence[InstanceResult] = (),
                  placement: Placement | None = None) -> HostReport:
@@ -190,27 +213,39 @@ def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
     crashed engine, an earlier attempt): what they finished is kept, what
     they left in flight or failed is reconciled with Nova and finished.
     ``placement`` holds the recovery methods (default: auto).
+    ``liveness``: a probe whose silence proves the host off when there is
+    no ``fencer`` (a detected failure); run just before the isolation.
 
     Raises ``HostNotDown`` (nothing changed in Nova) when the host may be
-    alive and there is no ``fencer``, ``FencingError`` (nothing changed in
+    alive and there is no ``fencer`` (or it answers ``liveness``),
+    ``FencingError`` (nothing changed in
     Nova) when fencing fails, ``UnknownHost`` or a Nova error when it
     cannot start, and
     ``Interrupted`` when ``env.stopping()`` turned true. If the isolation
     or the first listing fails, what it changed is undone.
     """
-    ctx = HostContext(env=env, host=host, fencer=fencer,
+    ctx = HostContext(env=env, host=host, fencer=fencer, liveness=liveness,
                       report=HostReport(host, env.clock.now(),
                                         dry_run=dry_run),
                       placement=placement or auto(),
                       journal={r.uuid: r for r in journal})
-    fencing = [Fence()] if fencer is not None else []
-    isolation = [] if dry_run else [*fencing, ForceDown(), Disable()]
+    if fencer is not None:
+        proof = [Fence()]
+    elif liveness is not None:
+        proof = [ProbeSilent()]
+    else:
+        proof = []
+    isolation = [] if dry_run else [*proof, ForceDown(), Disable()]
     base.run_steps([VerifyHostDown(), *isolation, ListInstances()], ctx,
                    env.recorder.step_changed)
     if dry_run:
         if fencer is not None:
             env.recorder.step_changed(Fence.name, StepState.SUCCESS,
                                       f"dry run: would {fencer.describe()}")
+        elif liveness is not None:
+            env.recorder.step_changed(
+                ProbeSilent.name, StepState.SUCCESS,
+                f"dry run: would probe {liveness.describe(host)}")
         _plan(ctx)
     else:
         _recover_instances(ctx, pool_factory(env.settings.threads))

@@ -205,8 +205,9 @@ def test_a_host_that_answers_the_probe_is_a_process_failure(
     [item] = stored(store)
     assert (item.type, item.kind, item.status) == (
         "PROCESS", Kind.PROCESS, Status.NEW)
-    assert item.payload == {"event": "STOPPED",
-                            "process_name": "nova-compute"}
+    assert item.payload["process_name"] == "nova-compute"
+    assert item.payload["event"] == "STOPPED"
+    assert "answers on TCP port 22" in item.payload["liveness"]
     assert "answers on TCP port 22" in item.message
     assert "not evacuated" in item.message
     assert "ALARM detector" in caplog.text

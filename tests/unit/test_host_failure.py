@@ -8,6 +8,7 @@ import pytest
 from recovery import exception
 from recovery.flows import base
 from recovery.flows import host_failure as hf
+from recovery.probe import Probe
 from recovery.results import HostReport
 from recovery.results import Outcome
 from tests.unit.fakes import FakeClock
@@ -199,6 +200,53 @@ def test_dry_run_plans_the_fencing_without_fencing():
     assert mutations(nova) == []
     assert ("fence", "SUCCESS") in env.recorder.steps
     assert report.instances[0].outcome is Outcome.PLANNED
+
+
+# -- a detected failure proved off by its liveness probe ---------------------
+def probe(answer):
+    """A probe of port 22 whose connection ``answer`` decides: "accept",
+    or silence."""
+    def connect(address, timeout):
+        if answer != "accept":
+            raise TimeoutError("timed out")
+    return Probe(ports=(22,), timeout=1.0, connect=connect)
+
+
+def test_a_silent_probe_is_asked_again_before_the_isolation():
+    nova = nova_with()
+    nova.add_server("a")
+    env = make_env(nova)
+    report = hf.recover_host(env, HOST, liveness=probe("silence"),
+                             pool_factory=SyncPool)
+    assert report.instances[0].outcome is Outcome.RECOVERED
+    assert env.recorder.steps[:4] == [
+        ("verify-host-down", "RUNNING"), ("verify-host-down", "SUCCESS"),
+        ("liveness-probe", "RUNNING"), ("liveness-probe", "SUCCESS")]
+
+
+def test_a_host_that_answers_its_probe_now_is_not_touched():
+    nova = nova_with()
+    nova.add_server("a")
+    with pytest.raises(exception.HostNotDown, match="answers on TCP port"):
+        recover(nova, liveness=probe("accept"))
+    assert mutations(nova) == []
+
+
+def test_fencing_is_the_proof_when_there_is_a_fencer():
+    nova = nova_with()
+    nova.add_server("a")
+    recover(nova, fencer=FakeFencer(nova), liveness=probe("accept"))
+    assert [c[0] for c in mutations(nova)][:1] == ["power_off"]
+
+
+def test_dry_run_names_the_probe():
+    nova = nova_with()
+    nova.add_server("a")
+    env = make_env(nova)
+    hf.recover_host(env, HOST, liveness=probe("accept"), dry_run=True,
+                    pool_factory=SyncPool)
+    assert ("liveness-probe", "SUCCESS") in env.recorder.steps
+    assert mutations(nova) == []
 
 
 def test_isolation_is_undone_when_listing_fails():
