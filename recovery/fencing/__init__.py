@@ -15,6 +15,11 @@ them, so sushy and pyghmi are imported by their own module only. Each
 driver module is the one place where its library's errors become
 ``FencingError``. Passwords are held in ``Secret`` and never appear in a
 message, a log line or a repr.
+
+The parts: ``credentials`` (``[fencing]`` and the credentials file),
+``fencer`` (the power-off-and-verify loop every driver shares),
+``secret``, and one module per driver. This face names what the rest of
+recovery uses.
 """
 
 from recovery.fencing.credentials import Fencing
