@@ -73,6 +73,15 @@ OPTS = [
              "their name resolves to.",
     ),
     cfg.BoolOpt(
+        "auto_host_return",
+        default=False,
+        mutable=True,
+        help="Bring a recovered host back (the host-return flow, as for a "
+             "COMPUTE_HOST STARTED notification) once its nova-compute "
+             "has heartbeated again for grace_period. Off: an operator or "
+             "a monitor says when a repaired host returns.",
+    ),
+    cfg.BoolOpt(
         "trust_nova_heartbeat",
         default=False,
         mutable=True,

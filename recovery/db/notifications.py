@@ -166,6 +166,15 @@ class NotificationStore(Transactional):
             return [row_to_notification(r) for r in conn.execute(query)]
 
     # -- what the gates and the crash-loop brake count -----------------------
+    def last_host_failure(self, hostname: str) -> str | None:
+        """The uuid of ``hostname``'s latest finished host failure."""
+        with self._tx() as conn:
+            return conn.execute(sa.select(notifications.c.uuid).where(
+                notifications.c.hostname == hostname,
+                notifications.c.kind == Kind.HOST_FAILURE.value,
+                notifications.c.status == Status.FINISHED.value)
+                .order_by(notifications.c.id.desc()).limit(1)).scalar()
+
     def hosts_in_recovery(self) -> set[str]:
         """Hosts with a host failure being recovered."""
         with self._tx() as conn:

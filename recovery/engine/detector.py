@@ -47,6 +47,8 @@ LOG = logging.getLogger(__name__)
 HOST_DOWN = {"event": "STOPPED", "host_status": "NORMAL",
              "cluster_status": "OFFLINE"}
 PROCESS_DOWN = {"event": "STOPPED", "process_name": "nova-compute"}
+HOST_UP = {"event": "STARTED", "host_status": "NORMAL",
+           "cluster_status": "ONLINE"}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -87,6 +89,8 @@ class Detector:
         self.clock = clock
         # host -> monotonic time it was first seen down, this episode.
         self._suspects: dict[str, float] = {}
+        # Recovered host -> when it was first seen heartbeating again.
+        self._returning: dict[str, float] = {}
         # Failures this engine has dealt with (stored, or found stored).
         self._handled: set[str] = set()
         self._next_poll = 0.0
@@ -126,15 +130,18 @@ class Detector:
         grace = self.conf.detector.grace_period
         recovered = self.conf.host_failure.service_disable_reason
         up, suspects, decisions = 0, [], []
-        down = set()
+        down, returning = set(), set()
         for service in watched:
             host = service.host
-            if census.heartbeats(service):
-                up += 1
-                continue
             if (service.status == "disabled"
                     and service.disabled_reason == recovered):
                 # Recovered already: it waits for its host return.
+                if census.heartbeats(service):
+                    returning.add(host)
+                    decisions.extend(self._returned(host, now))
+                continue
+            if census.heartbeats(service):
+                up += 1
                 continue
             down.add(host)
             since = self._suspects.setdefault(host, now)
@@ -149,7 +156,30 @@ class Detector:
         # A heartbeat (or the host leaving the watch) ends the episode.
         for host in set(self._suspects) - down:
             del self._suspects[host]
+        for host in set(self._returning) - returning:
+            del self._returning[host]
         return Cycle(len(watched), up, tuple(suspects), tuple(decisions))
+
+    def _returned(self, host: str, now: float) -> list[str]:
+        """A recovered host heartbeats again: once it has for the grace
+        period, its host return (with ``auto_host_return``)."""
+        group = self.conf.detector
+        if not group.auto_host_return:
+            return []
+        since = self._returning.setdefault(host, now)
+        if now - since < group.grace_period:
+            return []
+        failure = self.store.last_host_failure(host)
+        if failure is None:
+            return []       # not recovered by recovery: not its to return
+        detection = f"{host}@return-after@{failure}"
+        if detection in self._handled:
+            return []
+        return [self._store(
+            host, "COMPUTE_HOST", HOST_UP, detection,
+            note=f"detected: nova-compute on {host}, recovered by "
+                 f"notification {failure}, heartbeats again for "
+                 f"{now - since:.0f} s")]
 
     def _report(self, census: Census, service: ComputeService,
                 detection: str, seconds: float) -> str:

@@ -11,6 +11,7 @@ import pytest
 
 from tests.behaviour.clouds import FakeCloud
 from tests.behaviour.clouds import RealCloud
+from tests.bmc.fixtures import fast_redfish_bmc  # noqa: F401
 from tests.functional.engine_process import EngineProcess
 from tests.functional.engine_process import start_engines
 

@@ -19,6 +19,8 @@ from recovery.notification import Status
 from tests.unit.fakes import NOVA_NOW
 from tests.unit.fakes import FakeClock
 from tests.unit.fakes import MemoryNova
+from tests.unit.runs import finish_at
+from tests.unit.runs import take_at
 
 HOSTS = ("compute-1", "compute-2", "compute-3", "compute-4")
 GRACE = 30.0
@@ -310,3 +312,70 @@ def test_the_mass_failure_brake_holds_detected_failures(
     holds = [gates.check(item) for item in detected]
     assert all(hold is not None and "3 of 4" in hold.message
                for hold in holds)
+
+
+# -- the host's return -------------------------------------------------------
+def recovered(conf, store, nova, clock, host="compute-1"):
+    """``host`` as a finished recovery leaves it: forced down, disabled
+    with recovery's reason, its failure finished in the store."""
+    nova.services[host] = dataclasses.replace(
+        nova.services[host], state="down", status="disabled",
+        disabled_reason=conf.host_failure.service_disable_reason,
+        forced_down=True)
+    failure = store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                        hostname=host, generated_time=clock.now(),
+                        payload={"event": "STOPPED"}, origin="api",
+                        status=Status.NEW, now=clock.now())
+    finish_at(store, take_at(store, failure, "engine-a:1", clock.now()),
+              "engine-a:1", Status.FINISHED, "recovered", clock.now())
+    return failure
+
+
+def heartbeats_again(nova, clock, host="compute-1"):
+    """nova-compute runs again on the forced-down host: its heartbeat
+    keeps up with Nova's clock."""
+    nova.services[host] = dataclasses.replace(
+        nova.services[host],
+        updated_at=NOVA_NOW + datetime.timedelta(seconds=clock.t))
+
+
+def test_a_recovered_host_that_heartbeats_again_returns(
+        conf, store, nova, clock, network):
+    conf.set_override("auto_host_return", True, "detector")
+    failure = recovered(conf, store, nova, clock)
+    det = detector(conf, store, nova, clock, network)
+    for _ in range(int(2 * GRACE / POLL)):
+        heartbeats_again(nova, clock)
+        det.poll()
+        clock.sleep(POLL)
+    [back] = [n for n in stored(store) if n.uuid != failure.uuid]
+    assert (back.kind, back.origin, back.status) == (
+        Kind.HOST_RETURN, "detector", Status.NEW)
+    assert back.detection == f"compute-1@return-after@{failure.uuid}"
+    assert failure.uuid in back.message
+
+
+def test_without_auto_host_return_a_recovered_host_waits(
+        conf, store, nova, clock, network):
+    failure = recovered(conf, store, nova, clock)
+    det = detector(conf, store, nova, clock, network)
+    for _ in range(int(2 * GRACE / POLL)):
+        heartbeats_again(nova, clock)
+        det.poll()
+        clock.sleep(POLL)
+    assert [n.uuid for n in stored(store)] == [failure.uuid]
+
+
+def test_a_return_that_flaps_waits_for_a_whole_grace_period(
+        conf, store, nova, clock, network):
+    conf.set_override("auto_host_return", True, "detector")
+    failure = recovered(conf, store, nova, clock)
+    det = detector(conf, store, nova, clock, network)
+    for _ in range(4):
+        for _ in range(int(GRACE / POLL) - 1):
+            heartbeats_again(nova, clock)
+            det.poll()
+            clock.sleep(POLL)
+        clock.sleep(120)        # silent: the heartbeat grows old
+        det.poll()
+    assert [n.uuid for n in stored(store)] == [failure.uuid]
