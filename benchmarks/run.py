@@ -6,6 +6,7 @@ Needs the ``integration`` extra (the real Nova of benchmark 1). Each
 benchmark also prints its own table and writes benchmarks/results/*.json.
 """
 
+from benchmarks import detector
 from benchmarks import latency
 from benchmarks import scale
 from benchmarks import store
@@ -17,6 +18,7 @@ def main() -> None:
     scale_data = scale.main()
     latency_data = latency.main()
     store_data = store.main()
+    detector_data = detector.main()
     rows = [
         ("TTR ratio engine/bound (real Nova, 50 instances, T=10)",
          ttr_data["ttr_ratio"], "<= 1.10"),
@@ -30,6 +32,12 @@ def main() -> None:
          scale_data["cpu_ms_per_instance_many_hosts"], "<= 2"),
         ("notification accepted -> first evacuate, max (s)",
          latency_data["max_s"], "<= 1"),
+    ]
+    rows += [
+        ("nova-compute stopped -> first evacuate, detector, max (s)",
+         detector_data["max_s"], f"<= {detector_data['target_s']:g}"),
+        ("detector Nova requests per poll", detector_data[
+            "idle_requests_per_poll"], "1"),
     ]
     rows += [(f"store time per instance, {backend} (ms)",
               data["ms_per_instance"], "report")
