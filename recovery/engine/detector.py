@@ -129,12 +129,16 @@ class Detector:
         watched = self._watched(census)
         grace = self.conf.detector.grace_period
         recovered = self.conf.host_failure.service_disable_reason
+        ours = (recovered, self.conf.process_failure.disable_reason)
         up, suspects, decisions = 0, [], []
         down, returning = set(), set()
         for service in watched:
             host = service.host
-            if (service.status == "disabled"
-                    and service.disabled_reason == recovered):
+            disabled = service.status == "disabled"
+            if disabled and service.disabled_reason not in ours:
+                # An operator's: planned maintenance is not a failure.
+                continue
+            if disabled and service.disabled_reason == recovered:
                 # Recovered already: it waits for its host return.
                 if census.heartbeats(service):
                     returning.add(host)
@@ -199,8 +203,8 @@ class Detector:
         if answer is not None:
             if (service.status == "disabled" and service.disabled_reason
                     == self.conf.process_failure.disable_reason):
-                # Disabled as a process failure already; alive still.
-                self._handled.add(detection)
+                # Disabled as a process failure already, and alive still:
+                # probed again at each poll, until it falls silent.
                 return f"{host} still answers: left disabled"
             LOG.error("ALARM detector: nova-compute on %s is down but the "
                       "host answers (%s): its guests run unmanaged. Not "
@@ -250,7 +254,7 @@ class Detector:
             self._handled.add(detection)
             return f"{host}: {exc}"
         self._handled.add(detection)
-        LOG.warning("detector: %s failed: notification %s (%s %s, %s): %s",
+        LOG.warning("detector: %s: notification %s (%s %s, %s): %s",
                     host, stored.uuid, type, payload["event"],
                     stored.status.value, stored.message)
         return f"{host}: notification {stored.uuid} ({stored.status.value})"

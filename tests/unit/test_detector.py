@@ -379,3 +379,41 @@ def test_a_return_that_flaps_waits_for_a_whole_grace_period(
         clock.sleep(120)        # silent: the heartbeat grows old
         det.poll()
     assert [n.uuid for n in stored(store)] == [failure.uuid]
+
+
+def test_a_host_an_operator_disabled_is_left_alone(conf, store, nova, clock,
+                                                   network):
+    """Planned maintenance: disabled, then powered off."""
+    fenced(conf)
+    nova.services["compute-1"] = dataclasses.replace(
+        nova.services["compute-1"], state="down", status="disabled",
+        disabled_reason="maintenance: new DIMMs (ops)")
+    poll_until(detector(conf, store, nova, clock, network), clock, 3 * GRACE)
+    assert stored(store) == []
+
+
+def test_a_process_failure_host_that_dies_later_is_recovered(
+        conf, store, nova, clock, network):
+    """Disabled as a process failure, it stays watched: once it no longer
+    answers its probe, it is a dead host."""
+    conf.set_override("liveness_probe", [22], "detector")
+    network.hosts["compute-1"] = "accept"
+    dies(nova, "compute-1")
+    det = detector(conf, store, nova, clock, network)
+    poll_until(det, clock, GRACE)
+    [process] = stored(store)
+    assert process.kind is Kind.PROCESS
+    # The process flow disables it: Nova's record (and its updated_at)
+    # changes. The host still answers: nothing more.
+    nova.services["compute-1"] = dataclasses.replace(
+        nova.services["compute-1"], status="disabled",
+        disabled_reason=conf.process_failure.disable_reason,
+        updated_at=nova.services["compute-1"].updated_at
+        + datetime.timedelta(seconds=40))
+    poll_until(det, clock, 2 * GRACE)
+    assert len(stored(store)) == 1
+    # Then the machine dies.
+    del network.hosts["compute-1"]
+    poll_until(det, clock, 2 * POLL)
+    [_, failure] = stored(store)
+    assert (failure.kind, failure.status) == (Kind.HOST_FAILURE, Status.NEW)
