@@ -1,6 +1,7 @@
 """The detector in a real recovery-engine, over the fake Nova's HTTP and an
 emulated BMC: nobody posts a notification."""
 
+import signal
 import socket
 
 import pytest
@@ -30,7 +31,7 @@ def start_engine(nova, tmp_path):
     def start(extra):
         engine = EngineProcess(tmp_path, nova.endpoint, extra=extra)
         engines.append(engine)
-        engine.start()
+        engine.start(watchdog_usec=2_000_000)
         return engine
 
     yield start
@@ -97,3 +98,23 @@ def test_a_host_that_answers_its_probe_is_disabled_not_evacuated(
     assert not service["forced_down"]
     assert nova.evacuate_calls == []
     assert nova.server(uuid)["host"] == HOST
+
+
+def test_sighup_switches_the_detector_on(nova, start_engine):
+    """Off, it sees nothing; switched on in the config file and reloaded
+    with SIGHUP, it finds the host that failed meanwhile."""
+    uuid = nova.add_server("vm", HOST)
+    trusting = f"{DETECTOR}trust_nova_heartbeat = true\n"
+    engine = start_engine(trusting.replace("enabled = true",
+                                           "enabled = false"))
+    nova.fail_host(HOST)
+    # A few turns of the engine's loop (one a second), switched off.
+    engine.wait_message(lambda m: m.get("WATCHDOG") == "1")
+    engine.wait_message(lambda m: m.get("WATCHDOG") == "1")
+    assert detected(engine) == []
+    assert not [r for r in nova.requests if "os-services" in r["path"]]
+    engine.write_config(nova.endpoint, 5, trusting)
+    engine.signal(signal.SIGHUP)
+    item = the_one_detected(engine, "finished")
+    assert item.origin == "detector"
+    assert nova.server(uuid)["host"] != HOST

@@ -5,6 +5,7 @@ import dataclasses
 import datetime
 import errno
 import logging
+import socket
 
 import pytest
 from oslo_config import cfg
@@ -417,3 +418,19 @@ def test_a_process_failure_host_that_dies_later_is_recovered(
     poll_until(det, clock, 2 * POLL)
     [_, failure] = stored(store)
     assert (failure.kind, failure.status) == (Kind.HOST_FAILURE, Status.NEW)
+
+
+def test_a_host_the_probe_cannot_reach_by_name_is_not_evacuated(
+        conf, store, nova, clock, network):
+    conf.set_override("liveness_probe", [22], "detector")
+
+    def unresolvable(address, timeout):
+        raise socket.gaierror(socket.EAI_NONAME, "Name or service not known")
+
+    dies(nova, "compute-1")
+    det = Detector(conf, store, nova, load_fencing(conf), clock,
+                   connect=unresolvable)
+    poll_until(det, clock, GRACE)
+    [item] = stored(store)
+    assert item.status is Status.IGNORED
+    assert "does not resolve" in item.message
