@@ -201,11 +201,14 @@ class Detector:
                 LOG.warning("detector: %s", exc)
                 unprobed = str(exc)
         if answer is not None:
-            if (service.status == "disabled" and service.disabled_reason
+            # Its own name: the host failure that may follow is another.
+            alive = f"{detection}@answers"
+            if alive in self._handled or (
+                    service.status == "disabled" and service.disabled_reason
                     == self.conf.process_failure.disable_reason):
-                # Disabled as a process failure already, and alive still:
-                # probed again at each poll, until it falls silent.
-                return f"{host} still answers: left disabled"
+                # A process failure already, and alive still: probed
+                # again at each poll, until it falls silent.
+                return f"{host} still answers: a process failure"
             LOG.error("ALARM detector: nova-compute on %s is down but the "
                       "host answers (%s): its guests run unmanaged. Not "
                       "evacuated; nova-compute is disabled as a process "
@@ -213,7 +216,7 @@ class Detector:
                       host)
             return self._store(
                 host, "PROCESS", {**PROCESS_DOWN, "liveness": answer},
-                detection,
+                alive,
                 note=f"{seen}; but {answer}: not a dead host, so it is not "
                      f"evacuated; its nova-compute is disabled as a "
                      f"process failure")
