@@ -59,6 +59,7 @@ class Cycle:
     up: int
     suspects: tuple[tuple[str, float], ...]     # host, seconds suspect
     decisions: tuple[str, ...]                  # one per failed host
+    returns: tuple[str, ...] = ()               # one per returning host
 
     def line(self) -> str:
         parts = [f"{self.watched} hosts", f"{self.up} up"]
@@ -68,12 +69,16 @@ class Cycle:
         if self.decisions:
             parts.append(f"{len(self.decisions)} failed -> "
                          + "; ".join(self.decisions))
+        if self.returns:
+            parts.append(f"{len(self.returns)} back -> "
+                         + "; ".join(self.returns))
         return "detector: " + ", ".join(parts)
 
     def shape(self) -> tuple:
         """What makes a line worth writing: not the ages."""
         return (self.watched, self.up,
-                tuple(host for host, _ in self.suspects), self.decisions)
+                tuple(host for host, _ in self.suspects), self.decisions,
+                self.returns)
 
 
 class Detector:
@@ -130,7 +135,7 @@ class Detector:
         grace = self.conf.detector.grace_period
         recovered = self.conf.host_failure.service_disable_reason
         ours = (recovered, self.conf.process_failure.disable_reason)
-        up, suspects, decisions = 0, [], []
+        up, suspects, decisions, returns = 0, [], [], []
         down, returning = set(), set()
         for service in watched:
             host = service.host
@@ -142,7 +147,7 @@ class Detector:
                 # Recovered already: it waits for its host return.
                 if census.heartbeats(service):
                     returning.add(host)
-                    decisions.extend(self._returned(host, now))
+                    returns.extend(self._returned(host, now))
                 continue
             if census.heartbeats(service):
                 up += 1
@@ -162,7 +167,8 @@ class Detector:
             del self._suspects[host]
         for host in set(self._returning) - returning:
             del self._returning[host]
-        return Cycle(len(watched), up, tuple(suspects), tuple(decisions))
+        return Cycle(len(watched), up, tuple(suspects), tuple(decisions),
+                     tuple(returns))
 
     def _returned(self, host: str, now: float) -> list[str]:
         """A recovered host heartbeats again: once it has for the grace
