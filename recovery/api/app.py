@@ -29,8 +29,15 @@ LOG = logging.getLogger(__name__)
 HostCheck = Callable[[str], str]
 
 VERSION = {"id": "v1.0", "status": "CURRENT", "version": "1.3",
-           "min_version": "1.0", "updated": "2026-11-22T00:00:00Z",
-           "links": [{"rel": "self", "href": "/v1/"}]}
+           "min_version": "1.0", "updated": "2026-11-22T00:00:00Z"}
+# The resources under /v1; anything else in their place is a project id.
+RESOURCES = frozenset({"notifications", "segments"})
+
+
+def version(req: webob.Request) -> dict[str, Any]:
+    """The version document, its link absolute (clients follow it)."""
+    return {**VERSION, "links": [{"rel": "self",
+                                  "href": f"{req.host_url}/v1/"}]}
 
 
 def error(status: int, message: str) -> webob.Response:
@@ -47,6 +54,21 @@ def error(status: int, message: str) -> webob.Response:
 def respond(status: int, body: dict[str, Any]) -> webob.Response:
     return webob.Response(status=status, content_type="application/json",
                           charset="utf-8", json_body=body)
+
+
+def _other_project(req: webob.Request,
+                   project: str) -> webob.Response | None:
+    """``/v1/{project_id}/...`` is ``/v1/...``, as Masakari routes it:
+    clouds register the endpoint as ``.../v1/$(project_id)s``, and every
+    client then puts its project in the path. With Keystone, the project
+    must be the token's (keystonemiddleware sets these headers and drops
+    any a caller sent)."""
+    token_project = req.headers.get("X-Project-Id")
+    if (req.headers.get("X-Identity-Status") == "Confirmed"
+            and token_project and project != token_project):
+        return error(403, f"the project id in the URL ({project}) is not "
+                          f"the token's project ({token_project})")
+    return None
 
 
 class NotificationAPI:
@@ -68,6 +90,11 @@ class NotificationAPI:
     def __call__(self, req: webob.Request) -> webob.Response:
         try:
             parts = [p for p in req.path_info.split("/") if p]
+            if len(parts) >= 2 and parts[0] == "v1" and (
+                    parts[1] not in RESOURCES):
+                refused = _other_project(req, parts.pop(1))
+                if refused is not None:
+                    return refused
             return self._route(req, parts)
         except exception.NotFound as exc:
             return error(404, str(exc))
@@ -83,10 +110,10 @@ class NotificationAPI:
     def _route(self, req: webob.Request, parts: list[str]) -> Any:
         if not parts:
             return self._only(req, "GET") or respond(
-                300, {"versions": [VERSION]})
+                300, {"versions": [version(req)]})
         if parts == ["v1"]:
-            return self._only(req, "GET") or respond(200,
-                                                     {"version": VERSION})
+            return self._only(req, "GET") or respond(
+                200, {"version": version(req)})
         if parts == ["v1", "notifications"]:
             if req.method == "POST":
                 return self.create(req)

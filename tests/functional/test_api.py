@@ -644,6 +644,31 @@ def test_version_documents(api):
     assert v1.status == 200, v1.text
     assert v1.json["version"]["id"] == "v1.0"
     assert api.get("/v1/").status == 200
+    # Absolute, as clients follow it.
+    assert version["links"] == v1.json["version"]["links"] == [
+        {"rel": "self", "href": f"http://127.0.0.1:{api.port}/v1/"}]
+
+
+PROJECT = "8c1a3e5b7d9f4a6c2e0b1d3f5a7c9e1b"
+
+
+def test_paths_with_a_project_id_are_the_same_resources(api):
+    """Clouds that register the endpoint as .../v1/$(project_id)s: every
+    client puts its project in the path."""
+    created = request(api.port, "POST", f"/v1/{PROJECT}/notifications",
+                      notification())
+    assert created.status == 202, created.text
+    uuid = created.json["notification"]["notification_uuid"]
+    shown = api.get(f"/v1/{PROJECT}/notifications/{uuid}")
+    assert shown.status == 200, shown.text
+    listed = api.get(f"/v1/{PROJECT}/notifications")
+    assert [n["notification_uuid"] for n in listed.json["notifications"]] \
+        == [uuid]
+    assert api.get(f"/v1/{PROJECT}/notifications/{uuid}/vmoves"
+                   ).status == 200
+    assert api.get(f"/v1/{PROJECT}/segments").status == 200
+    assert api.get(f"/v1/{PROJECT}").json["version"]["id"] == "v1.0"
+    assert api.get(f"/v1/{PROJECT}/{PROJECT}/notifications").status == 404
 
 
 # -- the host check against the fake Nova ------------------------------------
@@ -842,6 +867,20 @@ def test_keystone(keystone_api):
     assert keystone_api.get("/").status == 300
 
 
+def test_keystone_project_in_the_path_must_be_the_token_s(keystone_api):
+    token = {"X-Auth-Token": "adm"}
+    own = request(keystone_api.port, "POST", "/v1/p/notifications",
+                  notification(), headers=token)
+    assert own.status == 202, own.text
+    other = request(keystone_api.port, "POST", "/v1/q/notifications",
+                    notification(generated_time="2026-11-22T11:00:00"),
+                    headers=token)
+    assert other.status == 403, other.text
+    assert "(q) is not the token's project (p)" in (
+        other.json["error"]["message"])
+    assert len(keystone_api.stored()) == 1
+
+
 def test_keystone_headers_from_the_caller_are_not_trusted(keystone_api):
     reply = keystone_api.post(notification(), headers={
         "X-Identity-Status": "Confirmed", "X-Roles": "admin"})
@@ -850,9 +889,10 @@ def test_keystone_headers_from_the_caller_are_not_trusted(keystone_api):
 
 
 # -- openstacksdk, unmodified ------------------------------------------------
-def openstack_client(port: int, monkeypatch: Any) -> Any:
-    """An unmodified openstacksdk connection to the API on ``port``,
-    with the token, and no ``OS_*`` settings of the environment."""
+def openstack_client(port: int, monkeypatch: Any, path: str = "/v1") -> Any:
+    """An unmodified openstacksdk connection to the API on ``port`` (at
+    ``path``), with the token, and no ``OS_*`` settings of the
+    environment."""
     import os
 
     from openstack import connection
@@ -860,7 +900,7 @@ def openstack_client(port: int, monkeypatch: Any) -> Any:
     for name in list(os.environ):
         if name.startswith("OS_"):
             monkeypatch.delenv(name)
-    endpoint = f"http://127.0.0.1:{port}/v1"
+    endpoint = f"http://127.0.0.1:{port}{path}"
     return connection.Connection(
         auth_type="admin_token",
         auth={"endpoint": endpoint, "token": TOKEN},
@@ -916,3 +956,23 @@ def test_openstacksdk_pages_with_limit(sdk, token_api):
     filtered = list(sdk.instance_ha.notifications(status="new",
                                                   sort_dir="asc"))
     assert [n.notification_uuid for n in filtered] == uuids
+
+
+def test_openstacksdk_with_a_project_id_in_the_endpoint(token_api,
+                                                        monkeypatch):
+    conn = openstack_client(token_api.port, monkeypatch,
+                            path=f"/v1/{PROJECT}")
+    try:
+        created = conn.instance_ha.create_notification(
+            type="COMPUTE_HOST", hostname="compute-1",
+            generated_time="2026-11-22T10:00:00",
+            payload={"event": "STOPPED", "host_status": "NORMAL",
+                     "cluster_status": "OFFLINE"})
+        assert created.status == "new"
+        assert ("POST", f"/v1/{PROJECT}/notifications", "", True) in (
+            token_api.seen)
+        assert [n.notification_uuid
+                for n in conn.instance_ha.notifications()] == [
+            created.notification_uuid]
+    finally:
+        conn.close()
