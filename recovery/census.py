@@ -13,9 +13,9 @@ both read it, and neither imports the other.
 import dataclasses
 import datetime
 
+from recovery.hostnames import unknown_host
 from recovery.models import ComputeService
 from recovery.nova import Nova
-from recovery.nova import unknown_host
 
 
 @dataclasses.dataclass(frozen=True)

@@ -38,6 +38,7 @@ from oslo_config import cfg
 
 from recovery import concurrency
 from recovery import exception
+from recovery import hostnames
 from recovery.concurrency import Clock
 from recovery.models import Aggregate
 from recovery.models import ComputeService
@@ -262,8 +263,22 @@ class Nova:
                            self._client.services.list,
                            host=host, binary="nova-compute")
         if not found:
-            raise unknown_host(host)
+            raise hostnames.unknown_host(host)
         return ComputeService.from_nova(found[0].to_dict())
+
+    def match_compute_host(self, name: str) -> hostnames.HostMatch:
+        """The compute host a monitor means by ``name``: Nova's exact
+        name, or else the one host with its short name (a second
+        request, for every compute service). Raises ``UnknownHost``."""
+        try:
+            service = self.get_compute_service(name)
+        except exception.UnknownHost:
+            found = self._call("list the compute services",
+                               self._client.services.list,
+                               binary="nova-compute")
+            return hostnames.match(name, {s.host: s.id for s in found})
+        return hostnames.HostMatch(service.host, service.id,
+                                   hostnames.EXACT)
 
     def list_services(self) -> list[ComputeService]:
         """Every Nova service, of every binary: the control plane's
@@ -369,12 +384,6 @@ class Nova:
             if marker is None:
                 return migrations
             query["marker"] = marker
-
-
-def unknown_host(host: str) -> exception.UnknownHost:
-    return exception.UnknownHost(
-        f"Nova has no nova-compute service on host {host!r}: check the "
-        f"name with 'openstack compute service list'")
 
 
 def _next_marker(links: list[dict[str, Any]]) -> str | None:

@@ -20,13 +20,14 @@ from recovery.api import views
 from recovery.concurrency import Clock
 from recovery.db.notifications import SORT_KEYS
 from recovery.db.store import Store
+from recovery.hostnames import HostMatch
 from recovery.notification import Status
 
 LOG = logging.getLogger(__name__)
 
-# The host's nova-compute service id; raises UnknownHost, or a Nova error
-# when Nova cannot say.
-HostCheck = Callable[[str], str]
+# The compute host a name means (recovery.hostnames); raises UnknownHost,
+# or a Nova error when Nova cannot say.
+HostCheck = Callable[[str], HostMatch]
 
 VERSION = {"id": "v1.0", "status": "CURRENT", "version": "1.3",
            "min_version": "1.0", "updated": "2026-11-22T00:00:00Z"}
@@ -153,14 +154,14 @@ class NotificationAPI:
     def create(self, req: webob.Request) -> webob.Response:
         try:
             data = validation.notification(self._body(req))
-            source_host_uuid, note = self._host(data["hostname"])
+            hostname, source_host_uuid, note = self._host(data["hostname"])
         except _Refused as exc:
             return error(exc.status, exc.message)
         except validation.Invalid as exc:
             return error(400, str(exc))
         try:
             stored = intake.accept(
-                self.store, type=data["type"], hostname=data["hostname"],
+                self.store, type=data["type"], hostname=hostname,
                 generated_time=data["generated_time"],
                 payload=data["payload"], origin="api", note=note,
                 source_host_uuid=source_host_uuid, now=self.clock.now(),
@@ -174,19 +175,29 @@ class NotificationAPI:
             self.on_stored()
         return respond(202, {"notification": views.notification(stored)})
 
-    def _host(self, hostname: str) -> tuple[str | None, str | None]:
-        """The host's service id, or why it could not be checked. An
-        unknown host is refused; a Nova that cannot answer is not the
-        monitor's fault, so the check moves to processing time."""
+    def _host(self, hostname: str
+              ) -> tuple[str, str | None, str | None]:
+        """Nova's name for the host, its service id, and a note: which
+        rule matched a name that is not Nova's own, or why the host could
+        not be checked. An unknown host is refused; a Nova that cannot
+        answer is not the monitor's fault, so the check moves to
+        processing time."""
         try:
-            return self.check_host(hostname), None
+            found = self.check_host(hostname)
         except exception.UnknownHost as exc:
             raise _Refused(400, f"notification.hostname: {exc}") from exc
         except exception.RecoveryError as exc:
             LOG.warning("Could not check host %s with Nova (%s); storing "
                         "the notification, the check runs when it is "
                         "processed", hostname, exc)
-            return None, f"host not checked at intake: {exc}"
+            return hostname, None, f"host not checked at intake: {exc}"
+        if found.host == hostname:
+            return hostname, found.service_id, None
+        LOG.info("Notification hostname %r is Nova's %r (by its %s)",
+                 hostname, found.host, found.rule)
+        return found.host, found.service_id, (
+            f"sent for {hostname!r}: Nova's compute host {found.host!r}, "
+            f"matched by its {found.rule}")
 
     # -- read --------------------------------------------------------------
     def index(self, req: webob.Request) -> webob.Response:

@@ -183,7 +183,7 @@ class SegmentAPI:
 
     def _known_to_nova(self, name: str) -> None:
         try:
-            self.check_host(name)
+            found = self.check_host(name)
         except exception.UnknownHost as exc:
             raise _Refused(400, f"host.name: {exc}") from exc
         except exception.RecoveryError as exc:
@@ -192,6 +192,11 @@ class SegmentAPI:
             raise _Refused(503, f"could not check host {name} with Nova "
                                 f"({exc}); nothing was stored: try again "
                                 f"when Nova answers") from exc
+        if found.host != name:
+            # A segment names hosts as Nova does: the detector and the
+            # recovery methods look them up by that name.
+            raise _Refused(400, f"host.name: {name!r} is not Nova's name "
+                                f"for it: use {found.host!r}")
 
 
 def _by_method(req: webob.Request,

@@ -163,7 +163,7 @@ def build(conf: cfg.ConfigOpts, notifier: Notifier) -> Server:
     checker = load_nova(conf, clock, timeout=conf.api.nova_check_timeout,
                         retries=0, rate=0)
     api = NotificationAPI(
-        store, lambda host: checker.get_compute_service(host).id, clock,
+        store, checker.match_compute_host, clock,
         max_body=conf.api.max_request_body_size,
         duplicate_window=conf.api.duplicate_notification_detection_interval,
         on_stored=engine.wake.set)

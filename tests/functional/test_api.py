@@ -19,6 +19,7 @@ from oslo_config import cfg
 
 from recovery import conf as recovery_conf
 from recovery import exception
+from recovery import hostnames
 from recovery.api import auth
 from recovery.api.app import NotificationAPI
 from recovery.concurrency import Clock
@@ -135,15 +136,12 @@ class Hosts:
         self.nova_down = False
         self.checked: list[str] = []
 
-    def __call__(self, hostname: str) -> str:
+    def __call__(self, hostname: str) -> hostnames.HostMatch:
         self.checked.append(hostname)
         if self.nova_down:
             raise exception.NovaUnreachable(
                 "could not reach Nova: connection refused")
-        if hostname not in self.services:
-            raise exception.UnknownHost(
-                f"Nova has no nova-compute service on host {hostname!r}")
-        return self.services[hostname]
+        return hostnames.match(hostname, self.services)
 
 
 @dataclasses.dataclass
@@ -690,7 +688,7 @@ def test_host_check_with_the_fake_nova(store, fake_nova):
     nova = load_nova(nova_conf(fake_nova.endpoint), Clock(), timeout=2,
                      retries=0)
     woken: list[None] = []
-    app = make_api(store, lambda h: nova.get_compute_service(h).id, woken)
+    app = make_api(store, nova.match_compute_host, woken)
     with serving(app) as port:
         known = request(port, "POST", "/v1/notifications", notification())
         unknown = request(port, "POST", "/v1/notifications",
@@ -702,6 +700,43 @@ def test_host_check_with_the_fake_nova(store, fake_nova):
     assert unknown.status == 400, unknown.text
     assert "compute-9" in unknown.message
     assert [n.hostname for n in store.list_notifications()] == ["compute-1"]
+
+
+def test_host_names_as_monitors_send_them(store, fake_nova):
+    """An FQDN where Nova has the short name, or the reverse, is the one
+    host with that short name; several, or none, are refused by name."""
+    for host in ("compute-1", "compute-2.example.com",
+                 "compute-3.rack-a.example.com", "compute-3.rack-b"):
+        fake_nova.add_compute(host)
+    nova = load_nova(nova_conf(fake_nova.endpoint), Clock(), timeout=2,
+                     retries=0)
+    app = make_api(store, nova.match_compute_host, [])
+
+    def post(hostname, n):
+        return request(port, "POST", "/v1/notifications", notification(
+            hostname=hostname, generated_time=f"2026-11-22T0{n}:00:00"))
+
+    with serving(app) as port:
+        fqdn = post("compute-1.example.com", 1)
+        short = post("compute-2", 2)
+        several = post("compute-3", 3)
+        none = post("compute-4.example.com", 4)
+    assert fqdn.status == 202, fqdn.text
+    body = fqdn.json["notification"]
+    assert body["hostname"] == "compute-1"
+    assert body["source_host_uuid"] == fake_nova.service("compute-1")["id"]
+    stored = store.get(body["notification_uuid"])
+    assert stored.message == ("sent for 'compute-1.example.com': Nova's "
+                              "compute host 'compute-1', matched by its "
+                              "short name")
+    assert short.status == 202, short.text
+    assert short.json["notification"]["hostname"] == "compute-2.example.com"
+    assert several.status == 400
+    assert ("'compute-3' matches 2 nova-compute hosts by its short name "
+            "(compute-3.rack-a.example.com, compute-3.rack-b)") in (
+        several.message)
+    assert none.status == 400 and "compute-4.example.com" in none.message
+    assert len(store.list_notifications()) == 2
 
 
 # -- auth --------------------------------------------------------------------

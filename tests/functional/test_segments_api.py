@@ -374,6 +374,19 @@ def test_a_rename_is_checked_with_nova(api):
     assert renamed.json["host"]["name"] == "compute-2"
 
 
+def test_a_segment_host_takes_nova_s_own_name(api):
+    """Segments name hosts as Nova does (the detector and the recovery
+    methods look them up by it): an FQDN for Nova's short name is refused
+    with the name to use."""
+    segment = api.segment()
+    reply = api.call("POST", f"/v1/segments/{segment['uuid']}/hosts",
+                     _host(name="compute-1.example.com"))
+    assert reply.status == 400, reply.text
+    assert "use 'compute-1'" in reply.message
+    assert api.get(f"/v1/segments/{segment['uuid']}/hosts").json == {
+        "hosts": []}
+
+
 def test_a_host_is_in_one_segment_only(api):
     first, second = api.segment("rack-1"), api.segment("rack-2")
     api.host(first, "compute-1")
