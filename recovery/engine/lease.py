@@ -58,10 +58,6 @@ class Lease:
             raise exception.LeaseLost(
                 f"notification {self.uuid}: lease lost: {self._lost}")
 
-    @property
-    def lost(self) -> bool:
-        return self._lost is not None
-
     def write(self, fn, *args, **kwargs):
         """Make the store write ``fn(*args, holder=..., **kwargs)`` for
         this run: refused once the lease is lost, and an extension of the

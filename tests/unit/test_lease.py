@@ -113,7 +113,8 @@ def test_a_lease_that_ran_out_is_never_revived(store, clock, uuid):
     # Its own clock says a moment is left (it measured from the take).
     lease.extended(clock.monotonic())
     keeper.renew()
-    assert lease.lost
+    with pytest.raises(exception.LeaseLost, match="lease lost"):
+        lease.check()
     with pytest.raises(exception.LeaseLost):
         StoreRecorder(store, lease, clock).step_changed(
             "lock", "RUNNING", "locking")
@@ -128,7 +129,7 @@ def test_the_keeper_renews_every_run_it_tracks(store, clock, uuid):
     keeper.renew()
     clock.t += 40
     keeper.renew()
-    assert not lease.lost
+    lease.check()       # still held
     assert store.get(uuid).lease_until == clock.now() + datetime.timedelta(
         seconds=SECONDS)
     # An untracked run (its worker ended) is left to run out.
