@@ -29,15 +29,6 @@ HOSTS = ("compute-1", "compute-2", "compute-3")
 IDLE = 20.0
 
 
-def _finished(engine: EngineProcess, host: str) -> bool:
-    store = engine.store()
-    try:
-        return bool(store.list_notifications(
-            filters={"hostname": host, "status": "finished"}))
-    finally:
-        store.close()
-
-
 def main() -> dict[str, Any]:
     delays, idle_requests = [], 0
     with RealNova(hosts=len(HOSTS) + 1).start() as nova, \
@@ -64,8 +55,9 @@ def main() -> dict[str, Any]:
                          == "evacuate" and c["time"] >= since), None),
                     120, interval=0.05, what=f"the evacuate of {host}")
                 delays.append(call["time"] - stopped)
-                wait_until(lambda h=host: _finished(engine, h), 120,
-                           interval=0.5, what=f"the recovery of {host}")
+                wait_until(lambda h=host: engine.stored(
+                    hostname=h, status="finished"), 120, interval=0.5,
+                    what=f"the recovery of {host}")
         finally:
             engine.close()
     # The target: service_down_time + grace_period + fencing (none

@@ -108,6 +108,7 @@ class Detector:
             if self._last_shape is not None:
                 LOG.warning("detector: switched off")
                 self._suspects.clear()
+                self._returning.clear()
                 self._last_shape = None
             return
         now = self.clock.monotonic()

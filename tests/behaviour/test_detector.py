@@ -10,23 +10,9 @@ from tests.behaviour.checks import evacuations
 from tests.behaviour.checks import mutations
 from tests.behaviour.clouds import Spec
 from tests.bmc import write_credentials_file
-from tests.functional.engine_process import wait_until
 
 DETECTOR = ("[detector]\nenabled = true\nhosts = compute-*\n"
             "grace_period = 1\npoll_interval = 1\n")
-
-
-def only_detected(engine, status):
-    def done():
-        store = engine.store()
-        try:
-            found = store.list_notifications()
-        finally:
-            store.close()
-        return (len(found) == 1 and found[0].status.value == status
-                and found[0])
-    return wait_until(done, timeout=120,
-                      what=f"the detected notification {status}")
 
 
 def test_a_dead_host_is_detected_fenced_and_recovered(
@@ -38,7 +24,7 @@ def test_a_dead_host_is_detected_fenced_and_recovered(
         f"{DETECTOR}\n[fencing]\ncredentials_file = {credentials}\n"
         f"poll_interval = 0.2\n"))
     cloud.fail_host(FAILED)
-    item = only_detected(engine, "finished")
+    item = engine.wait_only("finished", timeout=120)
     assert (item.origin, item.type, item.hostname) == (
         "detector", "COMPUTE_HOST", FAILED)
     assert "3 recovered" in item.message
@@ -59,7 +45,7 @@ def test_a_host_that_answers_its_probe_is_disabled_not_evacuated(
             f"{DETECTOR}liveness_probe = {port}\n"
             f"probe_addresses = {FAILED}:127.0.0.1\n"))
         cloud.fail_host(FAILED)
-        item = only_detected(engine, "finished")
+        item = engine.wait_only("finished", timeout=120)
     assert (item.origin, item.type) == ("detector", "PROCESS")
     assert item.message.startswith("ALARM: ")
     service = cloud.service(FAILED)

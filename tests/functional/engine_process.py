@@ -15,6 +15,7 @@ from typing import Any
 
 from recovery.db.store import Store
 from recovery.db.store import open_store
+from recovery.notification import Notification
 from tests.fakenova import server as fakenova_server
 from tests.functional.cli_process import LOCK_REASON
 from tests.functional.cli_process import run_cli
@@ -174,6 +175,22 @@ class EngineProcess:
     def store(self) -> Store:
         """The engine's store, to read (and seed) what it records."""
         return open_store(self.database)
+
+    def stored(self, **filters: Any) -> list[Notification]:
+        """The notifications in the engine's store, newest first."""
+        store = self.store()
+        try:
+            return store.list_notifications(filters=filters)
+        finally:
+            store.close()
+
+    def wait_only(self, status: str, timeout: float = 60.0) -> Notification:
+        """The store's one notification (nobody posted it: the detector
+        did), once it is ``status``."""
+        return wait_until(
+            lambda: len(found := self.stored()) == 1
+            and found[0].status.value == status and found[0],
+            timeout, f"the one notification {status}")
 
     def notification(self, uuid: str) -> dict[str, Any]:
         return self.request("GET", f"/v1/notifications/{uuid}")[1][

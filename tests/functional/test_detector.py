@@ -7,21 +7,11 @@ import socket
 import pytest
 
 from tests.bmc import write_credentials_file
-from tests.fakenova import FakeNova
 from tests.functional.engine_process import EngineProcess
-from tests.functional.engine_process import wait_until
 
 HOST = "compute-1"
 DETECTOR = ("[detector]\nenabled = true\nhosts = compute-*\n"
             "grace_period = 1\npoll_interval = 1\n")
-
-
-@pytest.fixture
-def nova():
-    with FakeNova(evacuation_latency=0.1) as fake:
-        for host in (HOST, "compute-2", "compute-3", "compute-4"):
-            fake.add_compute(host)
-        yield fake
 
 
 @pytest.fixture
@@ -39,23 +29,6 @@ def start_engine(nova, tmp_path):
         engine.close()
 
 
-def detected(engine):
-    store = engine.store()
-    try:
-        return store.list_notifications()
-    finally:
-        store.close()
-
-
-def the_one_detected(engine, status):
-    def done():
-        found = detected(engine)
-        return len(found) == 1 and found[0].status.value == status \
-            and found[0]
-    return wait_until(done, timeout=60, what=f"one detected notification "
-                                             f"{status}")
-
-
 def test_a_dead_host_is_found_fenced_and_recovered(nova, tmp_path,
                                                    start_engine,
                                                    fast_redfish_bmc):
@@ -66,7 +39,7 @@ def test_a_dead_host_is_found_fenced_and_recovered(nova, tmp_path,
         f"{DETECTOR}\n[fencing]\ncredentials_file = {credentials}\n"
         f"poll_interval = 0.2\n")
     nova.fail_host(HOST)
-    item = the_one_detected(engine, "finished")
+    item = engine.wait_only("finished")
     assert (item.origin, item.type, item.hostname) == (
         "detector", "COMPUTE_HOST", HOST)
     assert fast_redfish_bmc.power_state() == "Off"
@@ -87,7 +60,7 @@ def test_a_host_that_answers_its_probe_is_disabled_not_evacuated(
             f"{DETECTOR}liveness_probe = {port}\n"
             f"probe_addresses = {HOST}:127.0.0.1\n")
         nova.fail_host(HOST)
-        item = the_one_detected(engine, "finished")
+        item = engine.wait_only("finished")
     assert (item.origin, item.type) == ("detector", "PROCESS")
     assert item.message.startswith(f"ALARM: {HOST} (127.0.0.1) answers on "
                                    f"TCP port {port}")
@@ -111,10 +84,10 @@ def test_sighup_switches_the_detector_on(nova, start_engine):
     # A few turns of the engine's loop (one a second), switched off.
     engine.wait_message(lambda m: m.get("WATCHDOG") == "1")
     engine.wait_message(lambda m: m.get("WATCHDOG") == "1")
-    assert detected(engine) == []
+    assert engine.stored() == []
     assert not [r for r in nova.requests if "os-services" in r["path"]]
     engine.write_config(nova.endpoint, 5, trusting)
     engine.signal(signal.SIGHUP)
-    item = the_one_detected(engine, "finished")
+    item = engine.wait_only("finished")
     assert item.origin == "detector"
     assert nova.server(uuid)["host"] != HOST

@@ -106,10 +106,12 @@ def beats(nova, host):
     nova.add_service(host, state="up")
 
 
-def poll_until(det, clock, seconds):
-    """Poll every POLL seconds for ``seconds``."""
+def poll_until(det, clock, seconds, each=lambda: None):
+    """Poll every POLL seconds for ``seconds``; ``each`` before a poll
+    changes the world (a heartbeat that keeps up, say)."""
     end = clock.t + seconds
     while clock.t <= end:
+        each()
         det.poll()
         clock.sleep(POLL)
 
@@ -155,11 +157,9 @@ def test_forced_down_with_a_live_heartbeat_is_up(conf, store, nova, clock,
     """Forced down by someone, but nova-compute still reports."""
     fenced(conf)
     det = detector(conf, store, nova, clock, network)
-    for _ in range(int(3 * GRACE / POLL)):
-        nova.add_service("compute-1", state="down", forced_down=True,
-                         heartbeat_age=5 - clock.t)
-        det.poll()
-        clock.sleep(POLL)
+    poll_until(det, clock, 3 * GRACE, each=lambda: nova.add_service(
+        "compute-1", state="down", forced_down=True,
+        heartbeat_age=5 - clock.t))
     assert stored(store) == []
 
 
@@ -345,10 +345,8 @@ def test_a_recovered_host_that_heartbeats_again_returns(
     conf.set_override("auto_host_return", True, "detector")
     failure = recovered(conf, store, nova, clock)
     det = detector(conf, store, nova, clock, network)
-    for _ in range(int(2 * GRACE / POLL)):
-        heartbeats_again(nova, clock)
-        det.poll()
-        clock.sleep(POLL)
+    poll_until(det, clock, 2 * GRACE,
+               each=lambda: heartbeats_again(nova, clock))
     [back] = [n for n in stored(store) if n.uuid != failure.uuid]
     assert (back.kind, back.origin, back.status) == (
         Kind.HOST_RETURN, "detector", Status.NEW)
@@ -360,10 +358,8 @@ def test_without_auto_host_return_a_recovered_host_waits(
         conf, store, nova, clock, network):
     failure = recovered(conf, store, nova, clock)
     det = detector(conf, store, nova, clock, network)
-    for _ in range(int(2 * GRACE / POLL)):
-        heartbeats_again(nova, clock)
-        det.poll()
-        clock.sleep(POLL)
+    poll_until(det, clock, 2 * GRACE,
+               each=lambda: heartbeats_again(nova, clock))
     assert [n.uuid for n in stored(store)] == [failure.uuid]
 
 
@@ -373,10 +369,8 @@ def test_a_return_that_flaps_waits_for_a_whole_grace_period(
     failure = recovered(conf, store, nova, clock)
     det = detector(conf, store, nova, clock, network)
     for _ in range(4):
-        for _ in range(int(GRACE / POLL) - 1):
-            heartbeats_again(nova, clock)
-            det.poll()
-            clock.sleep(POLL)
+        poll_until(det, clock, GRACE - 2 * POLL,
+                   each=lambda: heartbeats_again(nova, clock))
         clock.sleep(120)        # silent: the heartbeat grows old
         det.poll()
     assert [n.uuid for n in stored(store)] == [failure.uuid]

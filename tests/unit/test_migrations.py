@@ -11,6 +11,7 @@ from recovery.db.store import open_store
 from recovery.notification import Kind
 from recovery.notification import Status
 from recovery.results import InstanceResult
+from tests.unit.schema import back_to
 
 NOW = datetime.datetime(2026, 11, 22, 10, 0, 0,
                         tzinfo=datetime.timezone.utc)
@@ -34,24 +35,6 @@ STORED = [
 ]
 
 
-def back_to_0004(url):
-    """The schema as 0004 left it: no kind column (nor 0006's tables, nor
-    0007's detection)."""
-    engine = sqlalchemy.create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(sqlalchemy.text(
-            "DROP INDEX ux_notifications_detection"))
-        conn.execute(sqlalchemy.text(
-            "ALTER TABLE notifications DROP COLUMN detection"))
-        for table in ("engines", "locks"):
-            conn.execute(sqlalchemy.text(f"DROP TABLE {table}"))
-        conn.execute(sqlalchemy.text(
-            "ALTER TABLE notifications DROP COLUMN kind"))
-        conn.execute(sqlalchemy.text(
-            "UPDATE alembic_version SET version_num = '0004'"))
-    engine.dispose()
-
-
 def test_0005_backfills_the_kind_of_every_stored_notification(tmp_path):
     url = f"sqlite:///{tmp_path}/s.sqlite"
     store = open_store(url)
@@ -67,7 +50,7 @@ def test_0005_backfills_the_kind_of_every_stored_notification(tmp_path):
             original_state="active"), NOW)
         expected[item.uuid] = kind
     store.close()
-    back_to_0004(url)
+    back_to(url, "0004")
     store = open_store(url)
     try:
         assert {n.uuid: n.kind for n in store.list_notifications()} == (
@@ -83,7 +66,7 @@ def test_0005_backfills_host_returns_past_one_batch(tmp_path):
     at a batch's edge."""
     url = f"sqlite:///{tmp_path}/s.sqlite"
     open_store(url).close()
-    back_to_0004(url)
+    back_to(url, "0004")
     engine = sqlalchemy.create_engine(url)
     rows = [{"uuid": f"n-{n}", "type": "COMPUTE_HOST", "hostname": "h",
              "generated_time": NOW, "origin": "api", "status": "finished",
@@ -116,15 +99,7 @@ def test_0007_adds_the_detection_rule_to_a_store_in_use(tmp_path):
                      generated_time=NOW, payload=VM, origin="api",
                      status=Status.FINISHED, now=NOW)
     store.close()
-    engine = sqlalchemy.create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(sqlalchemy.text(
-            "DROP INDEX ux_notifications_detection"))
-        conn.execute(sqlalchemy.text(
-            "ALTER TABLE notifications DROP COLUMN detection"))
-        conn.execute(sqlalchemy.text(
-            "UPDATE alembic_version SET version_num = '0006'"))
-    engine.dispose()
+    back_to(url, "0006")
     store = open_store(url)
     try:
         assert store.get(kept.uuid).detection is None

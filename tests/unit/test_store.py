@@ -11,7 +11,6 @@ import sys
 import threading
 
 import pytest
-import sqlalchemy
 
 from recovery import exception
 from recovery.concurrency import ThreadTaskPool
@@ -22,6 +21,7 @@ from recovery.notification import classify
 from recovery.results import InstanceResult
 from recovery.results import Outcome
 from recovery.results import Phase
+from tests.unit.schema import back_to
 
 UTC = datetime.timezone.utc
 NOW = datetime.datetime(2026, 11, 22, 10, 0, 0, tzinfo=UTC)
@@ -636,33 +636,8 @@ def test_upgrade_resumes_the_retired_resetting_phase_as_locking(
         uuid="i-1", name="vm", source_host="compute-1",
         original_state="active", phase=Phase.LOCKING), NOW)
     store.close()
-    engine = sqlalchemy.create_engine(url)
-    with engine.begin() as conn:
-        conn.execute(sqlalchemy.text(
-            "UPDATE instance_journal SET phase = 'resetting'"))
-        conn.execute(sqlalchemy.text(
-            "UPDATE alembic_version SET version_num = '0001'"))
-        # What 0003 adds, so that it runs again.
-        conn.execute(sqlalchemy.text(
-            "ALTER TABLE notifications DROP COLUMN started_at"))
-        conn.execute(sqlalchemy.text("DROP TABLE arming"))
-        # And what 0004 adds.
-        conn.execute(sqlalchemy.text("DROP TABLE hosts"))
-        conn.execute(sqlalchemy.text("DROP TABLE segments"))
-        conn.execute(sqlalchemy.text(
-            "ALTER TABLE instance_journal DROP COLUMN method"))
-        # And what 0005 adds.
-        conn.execute(sqlalchemy.text(
-            "ALTER TABLE notifications DROP COLUMN kind"))
-        # And what 0006 adds.
-        conn.execute(sqlalchemy.text("DROP TABLE engines"))
-        conn.execute(sqlalchemy.text("DROP TABLE locks"))
-        # And what 0007 adds.
-        conn.execute(sqlalchemy.text(
-            "DROP INDEX ux_notifications_detection"))
-        conn.execute(sqlalchemy.text(
-            "ALTER TABLE notifications DROP COLUMN detection"))
-    engine.dispose()
+    back_to(url, "0001",
+            "UPDATE instance_journal SET phase = 'resetting'")
     store = open_store(url)
     try:
         [entry] = store.journal(item.uuid)

@@ -1,0 +1,32 @@
+"""Rewinding an SQLite store's schema to an older revision, so that a
+test can upgrade it again with what it held."""
+
+import sqlalchemy
+
+# What each migration added, to undo; in the order to undo it.
+ADDED = {
+    "0003": ("ALTER TABLE notifications DROP COLUMN started_at",
+             "DROP TABLE arming"),
+    "0004": ("DROP TABLE hosts", "DROP TABLE segments",
+             "ALTER TABLE instance_journal DROP COLUMN method"),
+    "0005": ("ALTER TABLE notifications DROP COLUMN kind",),
+    "0006": ("DROP TABLE engines", "DROP TABLE locks"),
+    "0007": ("DROP INDEX ux_notifications_detection",
+             "ALTER TABLE notifications DROP COLUMN detection"),
+}
+
+
+def back_to(url: str, revision: str, *statements: str) -> None:
+    """The schema as ``revision`` left it: what every later migration
+    added is undone, after ``statements`` (to set up data)."""
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as conn:
+        for statement in statements:
+            conn.execute(sqlalchemy.text(statement))
+        for later in sorted(ADDED, reverse=True):
+            if later > revision:
+                for statement in ADDED[later]:
+                    conn.execute(sqlalchemy.text(statement))
+        conn.execute(sqlalchemy.text(
+            f"UPDATE alembic_version SET version_num = '{revision}'"))
+    engine.dispose()
