@@ -14,7 +14,7 @@ import webob
 import webob.dec
 
 from recovery import exception
-from recovery.api.app import error
+from recovery.api.http import error
 
 LOG = logging.getLogger(__name__)
 

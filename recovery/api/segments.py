@@ -18,20 +18,18 @@ from typing import Any
 import webob
 
 from recovery import exception
+from recovery.api import http
 from recovery.api import validation
 from recovery.api import views
-from recovery.api.app import MAX_LIMIT
-from recovery.api.app import HostCheck
-from recovery.api.app import _Refused
-from recovery.api.app import error
-from recovery.api.app import respond
+from recovery.api.notifications import HostCheck
 from recovery.concurrency import Clock
+from recovery.db.segments import HOST_SORT_KEYS
 from recovery.db.segments import RECOVERY_METHODS
+from recovery.db.segments import SEGMENT_SORT_KEYS
 from recovery.db.store import Store
 
 LOG = logging.getLogger(__name__)
 
-Handler = Callable[[], webob.Response]
 # Masakari's list filters that match a column as given.
 SEGMENT_FILTERS = ("recovery_method", "service_type")
 HOST_FILTERS = ("name", "type", "control_attributes")
@@ -39,30 +37,19 @@ HOST_FLAGS = ("reserved", "on_maintenance")
 
 
 class SegmentAPI:
-    """The handlers under ``/v1/segments``; ``read_body`` is the
-    notification API's JSON body reader (content type, size limit)."""
+    """The handlers under ``/v1/segments``."""
 
     def __init__(self, store: Store, check_host: HostCheck, clock: Clock,
-                 read_body: Callable[[webob.Request], Any]):
+                 *, max_body: int):
         self.store = store
         self.check_host = check_host
         self.clock = clock
-        self.read_body = read_body
+        self.max_body = max_body
 
-    def route(self, req: webob.Request, parts: list[str]) -> webob.Response:
-        """``parts``: the path after ``/v1/segments``. An unknown segment
-        or host raises ``NotFound``, which the caller answers with 404."""
-        try:
-            return _by_method(req, self._handlers(req, parts))
-        except _Refused as exc:
-            return error(exc.status, exc.message)
-        except validation.Invalid as exc:
-            return error(400, str(exc))
-        except (exception.Duplicate, exception.InUse) as exc:
-            return error(409, str(exc))
-
-    def _handlers(self, req: webob.Request,
-                  parts: list[str]) -> dict[str, Handler] | None:
+    def route(self, req: webob.Request,
+              parts: list[str]) -> http.Handlers | None:
+        """The handlers by method for ``parts``, the path after
+        ``/v1/segments``; None if there is no such resource."""
         if not parts:
             return {"GET": lambda: self.index(req),
                     "POST": lambda: self.create(req)}
@@ -83,6 +70,14 @@ class SegmentAPI:
                                                        host_id)}
         return None
 
+    def _segment_fields(self, req: webob.Request, *,
+                        create: bool) -> dict[str, Any]:
+        # ``enabled`` came with microversion 1.2: before it, Masakari's
+        # schema refuses it as an unknown field.
+        return validation.segment(http.read_json(req, self.max_body),
+                                  create=create,
+                                  enabled=http.at_least(req, "1.2"))
+
     # -- segments ------------------------------------------------------------
     def index(self, req: webob.Request) -> webob.Response:
         params = req.GET
@@ -97,28 +92,30 @@ class SegmentAPI:
         for key in ("enabled", "is_enabled"):
             if key in params:
                 filters["enabled"] = validation.flag(params[key], key)
-        items = _listed(self.store.list_segments, filters, params)
-        return respond(200, {"segments": [views.segment(s) for s in items]})
+        items = _listed(self.store.list_segments, filters, params,
+                        SEGMENT_SORT_KEYS)
+        return http.respond(200, {"segments": [views.segment(s)
+                                               for s in items]})
 
     def show(self, segment_id: str) -> webob.Response:
-        return respond(200, {"segment": views.segment(
+        return http.respond(200, {"segment": views.segment(
             self.store.get_segment(segment_id))})
 
     def create(self, req: webob.Request) -> webob.Response:
-        data = validation.segment(self.read_body(req), create=True)
+        data = self._segment_fields(req, create=True)
         segment = self.store.create_segment(now=self.clock.now(), **data)
         LOG.info("Created failover segment %s (%s, %s)", segment.name,
                  segment.uuid, segment.recovery_method)
-        return respond(201, {"segment": views.segment(segment)})
+        return http.respond(201, {"segment": views.segment(segment)})
 
     def update(self, req: webob.Request,
                segment_id: str) -> webob.Response:
-        changes = validation.segment(self.read_body(req), create=False)
+        changes = self._segment_fields(req, create=False)
         segment = self.store.update_segment(segment_id, changes,
                                             self.clock.now())
         LOG.info("Updated failover segment %s (%s): %s", segment.name,
                  segment.uuid, ", ".join(sorted(changes)))
-        return respond(200, {"segment": views.segment(segment)})
+        return http.respond(200, {"segment": views.segment(segment)})
 
     def delete(self, segment_id: str) -> webob.Response:
         segment = self.store.get_segment(segment_id)
@@ -138,18 +135,20 @@ class SegmentAPI:
             if key in params:
                 filters[key] = validation.flag(params[key], key)
         items = _listed(functools.partial(self.store.list_hosts,
-                                          segment.uuid), filters, params)
-        return respond(200, {"hosts": [views.host(h, segment)
+                                          segment.uuid), filters, params,
+                        HOST_SORT_KEYS)
+        return http.respond(200, {"hosts": [views.host(h, segment)
                                        for h in items]})
 
     def host_show(self, segment_id: str, host_id: str) -> webob.Response:
         segment = self.store.get_segment(segment_id)
         host = self.store.get_host(segment.uuid, host_id)
-        return respond(200, {"host": views.host(host, segment)})
+        return http.respond(200, {"host": views.host(host, segment)})
 
     def host_create(self, req: webob.Request,
                     segment_id: str) -> webob.Response:
-        data = validation.host(self.read_body(req), create=True)
+        data = validation.host(http.read_json(req, self.max_body),
+                               create=True)
         segment = self.store.get_segment(segment_id)
         self._known_to_nova(data["name"])
         host = self.store.create_host(segment.uuid, now=self.clock.now(),
@@ -157,11 +156,12 @@ class SegmentAPI:
         LOG.info("Added host %s to failover segment %s (reserved %s, on "
                  "maintenance %s)", host.name, segment.name, host.reserved,
                  host.on_maintenance)
-        return respond(201, {"host": views.host(host, segment)})
+        return http.respond(201, {"host": views.host(host, segment)})
 
     def host_update(self, req: webob.Request, segment_id: str,
                     host_id: str) -> webob.Response:
-        changes = validation.host(self.read_body(req), create=False)
+        changes = validation.host(http.read_json(req, self.max_body),
+                                  create=False)
         segment = self.store.get_segment(segment_id)
         current = self.store.get_host(segment.uuid, host_id)
         if changes.get("name", current.name) != current.name:
@@ -170,7 +170,7 @@ class SegmentAPI:
                                       self.clock.now())
         LOG.info("Updated host %s of failover segment %s: %s", host.name,
                  segment.name, ", ".join(sorted(changes)))
-        return respond(200, {"host": views.host(host, segment)})
+        return http.respond(200, {"host": views.host(host, segment)})
 
     def host_delete(self, segment_id: str,
                     host_id: str) -> webob.Response:
@@ -185,45 +185,29 @@ class SegmentAPI:
         try:
             found = self.check_host(name)
         except exception.UnknownHost as exc:
-            raise _Refused(400, f"host.name: {exc}") from exc
+            raise http.Refused(400, f"host.name: {exc}") from exc
         except exception.RecoveryError as exc:
             LOG.warning("Could not check host %s with Nova (%s); refused "
                         "to store it unchecked", name, exc)
-            raise _Refused(503, f"could not check host {name} with Nova "
+            raise http.Refused(503, f"could not check host {name} with Nova "
                                 f"({exc}); nothing was stored: try again "
                                 f"when Nova answers") from exc
         if found.host != name:
             # A segment names hosts as Nova does: the detector and the
             # recovery methods look them up by that name.
-            raise _Refused(400, f"host.name: {name!r} is not Nova's name "
+            raise http.Refused(400, f"host.name: {name!r} is not Nova's name "
                                 f"for it: use {found.host!r}")
 
 
-def _by_method(req: webob.Request,
-               handlers: dict[str, Handler] | None) -> webob.Response:
-    if handlers is None:
-        return error(404, f"no resource at {req.path_info}")
-    handler = handlers.get(req.method)
-    if handler is None:
-        response = error(405, f"{req.method} is not allowed on "
-                              f"{req.path_info}")
-        response.headers["Allow"] = ", ".join(handlers)
-        return response
-    return handler()
-
-
 def _listed(lister: Callable[..., list[Any]], filters: dict[str, Any],
-            params: Any) -> list[Any]:
-    """``lister``'s page per the ``limit`` and ``marker`` parameters; an
-    unknown marker is the request's fault (400), not a missing page."""
-    limit = None
-    if "limit" in params:
-        raw = params["limit"]
-        if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-            raise validation.Invalid("limit: must be a positive integer")
-        limit = min(int(raw), MAX_LIMIT)
+            params: Any, sort_keys: frozenset[str]) -> list[Any]:
+    """``lister``'s page per the request's ``limit``, ``marker``,
+    ``sort_key`` and ``sort_dir``; an unknown marker is the request's
+    fault (400), not a missing page."""
+    sort_key, sort_dir = http.sort(params, sort_keys)
     try:
-        return lister(filters, limit=limit, marker=params.get("marker"))
+        return lister(filters, limit=http.limit(params),
+                      marker=params.get("marker"), sort_key=sort_key,
+                      sort_dir=sort_dir)
     except exception.NotFound as exc:
-        raise validation.Invalid(f"marker: {exc}") from exc
-
+        raise http.Refused(400, f"marker: {exc}") from exc

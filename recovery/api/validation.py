@@ -113,6 +113,11 @@ def _resource(key: str, fields: dict[str, Any],
 SEGMENT_CREATE = _resource("segment", SEGMENT_FIELDS,
                            ["name", "recovery_method"])
 SEGMENT_UPDATE = _resource("segment", SEGMENT_FIELDS, [])
+# Before microversion 1.2, a segment had no enabled flag to send.
+_BEFORE_ENABLED = {k: v for k, v in SEGMENT_FIELDS.items() if k != "enabled"}
+SEGMENT_CREATE_V10 = _resource("segment", _BEFORE_ENABLED,
+                               ["name", "recovery_method"])
+SEGMENT_UPDATE_V10 = _resource("segment", _BEFORE_ENABLED, [])
 HOST_CREATE = _resource("host", HOST_FIELDS, ["name"])
 HOST_UPDATE = _resource("host", HOST_FIELDS, [])
 
@@ -178,10 +183,13 @@ def _fields(schema: dict[str, Any], body: Any, key: str) -> dict[str, Any]:
     return data
 
 
-def segment(body: Any, *, create: bool) -> dict[str, Any]:
-    """The validated fields of a segment create or update."""
-    return _fields(SEGMENT_CREATE if create else SEGMENT_UPDATE, body,
-                   "segment")
+def segment(body: Any, *, create: bool,
+            enabled: bool = True) -> dict[str, Any]:
+    """The validated fields of a segment create or update; ``enabled``:
+    may it set the enabled flag (API microversion 1.2 and later)."""
+    schemas = ((SEGMENT_CREATE, SEGMENT_UPDATE) if enabled
+               else (SEGMENT_CREATE_V10, SEGMENT_UPDATE_V10))
+    return _fields(schemas[0] if create else schemas[1], body, "segment")
 
 
 def host(body: Any, *, create: bool) -> dict[str, Any]:

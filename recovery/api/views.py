@@ -1,13 +1,14 @@
 """Store records in the shapes Masakari's API (and its clients) use."""
 
 import datetime
+import uuid
 from typing import Any
 
+from recovery.db.journal import JournalEntry
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
 from recovery.notification import Notification
 from recovery.notification import StepEvent
-from recovery.results import InstanceResult
 from recovery.results import Outcome
 from recovery.results import Phase
 
@@ -56,14 +57,26 @@ def workflow_details(events: list[StepEvent]) -> list[dict[str, Any]]:
 
 VMOVE_STATUS = {Outcome.RECOVERED: "succeeded", Outcome.FAILED: "failed",
                 Outcome.SKIPPED: "ignored"}
+# A vmove's uuid is named after its notification and instance: the same
+# on every engine and after every restart, with nothing more to store.
+_VMOVES = uuid.UUID("1b0f6c2e-5d7a-4e38-9c41-7a2f3e8d6b50")
 
 
-def vmove(notification_uuid: str, result: InstanceResult) -> dict[str, Any]:
+def vmove_uuid(notification_uuid: str, instance_uuid: str) -> str:
+    return str(uuid.uuid5(_VMOVES, f"{notification_uuid}/{instance_uuid}"))
+
+
+def vmove(notification_uuid: str, entry: JournalEntry) -> dict[str, Any]:
+    """An instance's journal entry as Masakari's vmove (1.3), plus how
+    it went (method, phase, states)."""
+    result = entry.result
     if result.outcome is not None:
         status = VMOVE_STATUS.get(result.outcome, "pending")
     else:
         status = "pending" if result.phase is Phase.PENDING else "ongoing"
     return {
+        "id": entry.id,
+        "uuid": vmove_uuid(notification_uuid, result.uuid),
         "notification_uuid": notification_uuid,
         "instance_uuid": result.uuid,
         "instance_name": result.name,
@@ -79,6 +92,10 @@ def vmove(notification_uuid: str, result: InstanceResult) -> dict[str, Any]:
         "original_state": result.original_state,
         "final_state": result.final_state,
         "message": result.reason,
+        "created_at": timestamp(entry.created_at),
+        "updated_at": timestamp(entry.updated_at),
+        "deleted": False,
+        "deleted_at": None,
     }
 
 

@@ -5,6 +5,7 @@ An instance's entry is written before each of its steps: a resumed run
 reads it back to know where the instance was.
 """
 
+import dataclasses
 import datetime
 
 import sqlalchemy as sa
@@ -26,6 +27,17 @@ _UPDATE_JOURNAL = instance_journal.update().where(
     instance_journal.c.notification_uuid == sa.bindparam("key_notification"),
     instance_journal.c.instance_uuid == sa.bindparam("key_instance"))
 _INSERT_JOURNAL = instance_journal.insert()
+
+
+@dataclasses.dataclass(frozen=True)
+class JournalEntry:
+    """An instance's entry as stored, with its row's identity and
+    times."""
+
+    id: int
+    created_at: datetime.datetime
+    updated_at: datetime.datetime
+    result: InstanceResult
 
 
 class JournalStore(Transactional):
@@ -75,16 +87,22 @@ class JournalStore(Transactional):
                 hold_run(conn, uuid, holder, self.lease_clock(conn))
             if conn.execute(_UPDATE_JOURNAL, {**values, **keys}).rowcount:
                 return
-            conn.execute(_INSERT_JOURNAL, {**values, "instance_uuid":
-                                           result.uuid,
-                                           "notification_uuid": uuid})
+            conn.execute(_INSERT_JOURNAL, {
+                **values, "instance_uuid": result.uuid,
+                "notification_uuid": uuid, "created_at": now})
 
     def journal(self, uuid: str) -> list[InstanceResult]:
+        return [entry.result for entry in self.journal_entries(uuid)]
+
+    def journal_entries(self, uuid: str) -> list[JournalEntry]:
+        """The run's entries, in the order they were first written (the
+        API shows them as vmoves)."""
         with self._tx() as conn:
             rows = conn.execute(instance_journal.select().where(
                 instance_journal.c.notification_uuid == uuid).order_by(
                     instance_journal.c.id))
-            return [InstanceResult(
+            return [JournalEntry(r.id, r.created_at, r.updated_at,
+                                 InstanceResult(
                 uuid=r.instance_uuid, name=r.name, source_host=r.source_host,
                 original_state=r.original_state, dest_host=r.dest_host,
                 final_state=r.final_state, started_at=r.started_at,
@@ -93,4 +111,4 @@ class JournalStore(Transactional):
                 reason=r.reason, phase=Phase(r.phase),
                 locked_by_us=r.locked_by_us,
                 migration_floor=r.migration_floor,
-                method=r.method) for r in rows]
+                method=r.method)) for r in rows]

@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from oslo_db import exception as db_exc
 
 from recovery import exception
+from recovery.db import paging
 from recovery.db.tables import notifications
 from recovery.db.transaction import Transactional
 from recovery.notification import IN_FLIGHT
@@ -22,7 +23,8 @@ from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
 
-SORT_KEYS = frozenset({"created_at", "updated_at", "generated_time",
+# Masakari's columns that are never NULL (a keyset page needs that).
+SORT_KEYS = frozenset({"id", "created_at", "updated_at", "generated_time",
                        "status", "type", "hostname"})
 
 
@@ -138,32 +140,19 @@ class NotificationStore(Transactional):
              limit: int | None = None, marker: str | None = None,
              sort_key: str = "created_at", sort_dir: str = "desc"
              ) -> list[Notification]:
-        column = notifications.c[sort_key]
-        order = column.desc() if sort_dir == "desc" else column.asc()
-        tiebreak = (notifications.c.id.desc() if sort_dir == "desc"
-                    else notifications.c.id.asc())
-        query = notifications.select().order_by(order, tiebreak)
+        """``marker``: the id or uuid of the last one seen."""
+        query = notifications.select()
         for key, value in (filters or {}).items():
             query = query.where(notifications.c[key] == value)
         if generated_since is not None:
             query = query.where(
                 notifications.c.generated_time >= generated_since)
         with self._tx() as conn:
-            if marker is not None:
-                by_id = (marker.isascii() and marker.isdigit()
-                         and int(marker) < 2 ** 63)
-                key = (notifications.c.id == int(marker) if by_id
-                       else notifications.c.uuid == marker)
-                anchor = conn.execute(
-                    sa.select(column, notifications.c.id).where(key)).first()
-                if anchor is None:
-                    raise exception.NotFound(f"marker {marker} not found")
-                before = sa.tuple_(column, notifications.c.id) < tuple(anchor)
-                after = sa.tuple_(column, notifications.c.id) > tuple(anchor)
-                query = query.where(before if sort_dir == "desc" else after)
-            if limit is not None:
-                query = query.limit(limit)
-            return [row_to_notification(r) for r in conn.execute(query)]
+            return [row_to_notification(r) for r in paging.page(
+                conn, query, notifications, sort_key=sort_key,
+                sort_dir=sort_dir, marker=marker, limit=limit,
+                marker_where=marker and paging.by_id_or(
+                    notifications, marker, notifications.c.uuid))]
 
     # -- what the gates and the crash-loop brake count -----------------------
     def last_host_failure(self, hostname: str) -> str | None:

@@ -12,12 +12,12 @@ recoveries never take the same one.
 import dataclasses
 import datetime
 import uuid as uuidlib
-from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
 
 from recovery import exception
+from recovery.db import paging
 from recovery.db.tables import hosts
 from recovery.db.tables import notifications
 from recovery.db.tables import segments
@@ -25,6 +25,14 @@ from recovery.db.transaction import Transactional
 from recovery.notification import IN_FLIGHT
 
 RECOVERY_METHODS = ("auto", "reserved_host", "auto_priority", "rh_priority")
+# What a listing sorts by: Masakari's columns that are never NULL (a
+# keyset page needs that).
+SEGMENT_SORT_KEYS = frozenset({"id", "uuid", "name", "recovery_method",
+                               "service_type", "enabled", "created_at",
+                               "updated_at"})
+HOST_SORT_KEYS = frozenset({"id", "uuid", "name", "type",
+                            "control_attributes", "reserved",
+                            "on_maintenance", "created_at", "updated_at"})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -113,18 +121,19 @@ class SegmentStore(Transactional):
 
     def list_segments(self, filters: dict[str, Any] | None = None,
                       limit: int | None = None,
-                      marker: str | None = None) -> list[Segment]:
-        """Newest first; ``marker`` is the uuid of the last one seen."""
-        query = segments.select().order_by(segments.c.id.desc())
+                      marker: str | None = None,
+                      sort_key: str = "created_at",
+                      sort_dir: str = "desc") -> list[Segment]:
+        """``marker``: the id, uuid or name of the last one seen."""
+        query = segments.select()
         for key, value in (filters or {}).items():
             query = query.where(segments.c[key] == value)
         with self._tx() as conn:
-            if marker is not None:
-                query = query.where(segments.c.id < _marker_id(
-                    marker, lambda: self._segment(conn, marker).id))
-            if limit is not None:
-                query = query.limit(limit)
-            return [_segment(r) for r in conn.execute(query)]
+            return [_segment(r) for r in paging.page(
+                conn, query, segments, sort_key=sort_key,
+                sort_dir=sort_dir, marker=marker, limit=limit,
+                marker_where=marker and paging.by_id_or(
+                    segments, marker, segments.c.uuid, segments.c.name))]
 
     def update_segment(self, uuid: str, changes: dict[str, Any],
                        now: datetime.datetime) -> Segment:
@@ -212,21 +221,21 @@ class SegmentStore(Transactional):
     def list_hosts(self, segment_uuid: str,
                    filters: dict[str, Any] | None = None,
                    limit: int | None = None,
-                   marker: str | None = None) -> list[Host]:
-        """Newest first; ``marker`` is the uuid of the last one seen."""
+                   marker: str | None = None,
+                   sort_key: str = "created_at",
+                   sort_dir: str = "desc") -> list[Host]:
+        """``marker``: the id, uuid or name of the last one seen."""
         with self._tx() as conn:
             segment = self._segment(conn, segment_uuid)
-            query = hosts.select().where(
-                hosts.c.segment_uuid == segment.uuid).order_by(
-                    hosts.c.id.desc())
+            mine = hosts.c.segment_uuid == segment.uuid
+            query = hosts.select().where(mine)
             for key, value in (filters or {}).items():
                 query = query.where(hosts.c[key] == value)
-            if marker is not None:
-                query = query.where(hosts.c.id < _marker_id(
-                    marker, lambda: self._host(conn, segment, marker).id))
-            if limit is not None:
-                query = query.limit(limit)
-            return [_host(r) for r in conn.execute(query)]
+            return [_host(r) for r in paging.page(
+                conn, query, hosts, sort_key=sort_key, sort_dir=sort_dir,
+                marker=marker, limit=limit,
+                marker_where=marker and sa.and_(mine, paging.by_id_or(
+                    hosts, marker, hosts.c.uuid, hosts.c.name)))]
 
     def update_host(self, segment_uuid: str, ident: str,
                     changes: dict[str, Any],
@@ -304,14 +313,6 @@ class SegmentStore(Transactional):
                 hosts.c.uuid == host_uuid,
                 hosts.c.claimed_by == notification_uuid).values(
                     reserved=True, claimed_by=None, updated_at=now))
-
-
-def _marker_id(marker: str, lookup: Callable[[], int]) -> int:
-    """A page marker: the id of the last item seen (what openstacksdk
-    sends), or its uuid or name."""
-    if marker.isascii() and marker.isdigit() and int(marker) < 2 ** 63:
-        return int(marker)
-    return lookup()
 
 
 def _only(changes: dict[str, Any], allowed: frozenset[str]) -> None:

@@ -91,6 +91,9 @@ instance_journal = sa.Table(
     sa.Column("method", sa.String(16)),
     sa.Column("started_at", UTCDateTime),
     sa.Column("finished_at", UTCDateTime),
+    # When the entry was first written (0008 dates older ones by their
+    # last update).
+    sa.Column("created_at", UTCDateTime),
     sa.Column("updated_at", UTCDateTime, nullable=False),
     sa.UniqueConstraint("notification_uuid", "instance_uuid",
                         name="uq_journal_notification_instance"),

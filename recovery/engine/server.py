@@ -20,8 +20,8 @@ from oslo_log import log
 from recovery import concurrency
 from recovery import conf as recovery_conf
 from recovery import exception
+from recovery.api import app
 from recovery.api import auth
-from recovery.api.app import NotificationAPI
 from recovery.db.claims import this_process
 from recovery.db.store import Store
 from recovery.db.store import open_conf_store
@@ -162,7 +162,7 @@ def build(conf: cfg.ConfigOpts, notifier: Notifier) -> Server:
                     heartbeat=Heartbeat(notifier))
     checker = load_nova(conf, clock, timeout=conf.api.nova_check_timeout,
                         retries=0, rate=0)
-    api = NotificationAPI(
+    api = app.build(
         store, checker.match_compute_host, clock,
         max_body=conf.api.max_request_body_size,
         duplicate_window=conf.api.duplicate_notification_detection_interval,

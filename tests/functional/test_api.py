@@ -20,8 +20,8 @@ from oslo_config import cfg
 from recovery import conf as recovery_conf
 from recovery import exception
 from recovery import hostnames
+from recovery.api import app
 from recovery.api import auth
-from recovery.api.app import NotificationAPI
 from recovery.concurrency import Clock
 from recovery.db.store import Store
 from recovery.db.store import open_store
@@ -35,6 +35,8 @@ from recovery.results import Phase
 UTC = datetime.timezone.utc
 START = datetime.datetime(2026, 11, 22, 10, 0, tzinfo=UTC)
 MAX_BODY = 4096
+VERSION_HEADER = "OpenStack-API-Version"
+V1_1 = {VERSION_HEADER: "instance-ha 1.1"}
 WINDOW = 180
 TOKEN = "s3cret-static-token-0123456789abcdef"
 STOPPED = {"event": "STOPPED", "host_status": "NORMAL",
@@ -172,10 +174,10 @@ def store(tmp_path) -> Iterator[Store]:
     store.close()
 
 
-def make_api(store: Store, hosts: Any, woken: list[None]) -> NotificationAPI:
-    return NotificationAPI(store, hosts, StepClock(), max_body=MAX_BODY,
-                           duplicate_window=WINDOW,
-                           on_stored=lambda: woken.append(None))
+def make_api(store: Store, hosts: Any, woken: list[None]) -> app.API:
+    return app.build(store, hosts, StepClock(), max_body=MAX_BODY,
+                     duplicate_window=WINDOW,
+                     on_stored=lambda: woken.append(None))
 
 
 @pytest.fixture
@@ -501,7 +503,8 @@ def test_list_limit_and_marker(api, four, by):
 
 @pytest.mark.parametrize("query,field", [
     ("?sort_key=payload", "sort_key"),
-    ("?sort_key=id;drop", "sort_key"),
+    ("?sort_key=id%3B%20drop%20table%20notifications", "sort_key"),
+        ("?sort_key=payload", "sort_key"),
     ("?sort_dir=up", "sort_dir"),
     ("?status=done", "status"),
     ("?limit=0", "limit"),
@@ -531,7 +534,7 @@ def test_show_includes_the_workflow_details(api, four):
             ("disable_host", "SUCCESS", 1.0, "compute-1 disabled"),
             ("evacuate", "FAILURE", 1.0, "1 of 2 failed")]:
         api.store.add_step_event(uuid, step, state, progress, message, at)
-    reply = api.get(f"/v1/notifications/{uuid}")
+    reply = api.get(f"/v1/notifications/{uuid}", headers=V1_1)
     assert reply.status == 200, reply.text
     body = reply.json["notification"]
     assert body["notification_uuid"] == uuid
@@ -546,9 +549,27 @@ def test_show_includes_the_workflow_details(api, four):
 
 
 def test_show_without_events_has_empty_details(api, four):
-    reply = api.get(f"/v1/notifications/{four[1]['notification_uuid']}")
+    reply = api.get(f"/v1/notifications/{four[1]['notification_uuid']}",
+                    headers=V1_1)
     assert reply.status == 200
     assert reply.json["notification"]["recovery_workflow_details"] == []
+
+
+def test_workflow_details_come_with_microversion_1_1(api, four):
+    """As in Masakari: 1.0, the version of a request that names none,
+    has no recovery_workflow_details."""
+    path = f"/v1/notifications/{four[0]['notification_uuid']}"
+    api.store.add_step_event(four[0]["notification_uuid"], "evacuate",
+                             "RUNNING", 0.0, "evacuating", START)
+    for headers in ({}, {VERSION_HEADER: "instance-ha 1.0"}):
+        reply = api.get(path, headers=headers)
+        assert reply.status == 200, reply.text
+        assert "recovery_workflow_details" not in reply.json["notification"]
+    for version in ("1.1", "1.3", "latest"):
+        reply = api.get(path, headers={VERSION_HEADER:
+                                       f"instance-ha {version}"})
+        assert [d["name"] for d in reply.json["notification"][
+            "recovery_workflow_details"]] == ["evacuate"]
 
 
 def test_vmoves_map_the_journal(api, four):
@@ -573,9 +594,10 @@ def test_vmoves_map_the_journal(api, four):
         InstanceResult(uuid="i-wait", name="vm-wait",
                        source_host="compute-1", original_state="active"),
     ]
-    for result in results:
-        api.store.save_instance(uuid, result, at)
-    reply = api.get(f"/v1/notifications/{uuid}/vmoves")
+    for n, result in enumerate(results):
+        api.store.save_instance(
+            uuid, result, at + datetime.timedelta(seconds=n))
+    reply = api.get(f"/v1/notifications/{uuid}/vmoves?sort_dir=asc")
     assert reply.status == 200, reply.text
     moves = reply.json["vmoves"]
     assert [(m["instance_uuid"], m["status"]) for m in moves] == [
@@ -589,12 +611,97 @@ def test_vmoves_map_the_journal(api, four):
     assert ok["type"] == "evacuation"
     assert ok["start_time"] == "2026-11-22T10:01:00.000000"
     assert ok["end_time"] == "2026-11-22T10:01:30.000000"
+    assert ok["created_at"] == ok["updated_at"] == (
+        "2026-11-22T10:01:00.000000")
     assert moves[1]["message"] == "no valid host"
     assert moves[3]["phase"] == "evacuating"
+    # Masakari's order: the newest first.
+    newest = api.get(f"/v1/notifications/{uuid}/vmoves").json["vmoves"]
+    assert [m["instance_uuid"] for m in newest] == [
+        "i-wait", "i-fly", "i-skip", "i-bad", "i-ok"]
     # Another notification has none.
     other = four[3]["notification_uuid"]
     assert api.get(f"/v1/notifications/{other}/vmoves").json == {
         "vmoves": []}
+
+
+@pytest.fixture
+def moved(api, four) -> tuple[str, list[dict[str, Any]]]:
+    """A host failure with three vmoves (one each: succeeded, failed,
+    ongoing); its uuid and the vmoves, oldest first."""
+    uuid = four[0]["notification_uuid"]
+    for n, (name, outcome, phase) in enumerate([
+            ("a", Outcome.RECOVERED, Phase.DONE),
+            ("b", Outcome.FAILED, Phase.DONE),
+            ("c", None, Phase.CONFIRMING)]):
+        api.store.save_instance(uuid, InstanceResult(
+            uuid=f"i-{name}", name=f"vm-{name}", source_host="compute-1",
+            original_state="active", outcome=outcome, phase=phase),
+            START + datetime.timedelta(seconds=n))
+    reply = api.get(f"/v1/notifications/{uuid}/vmoves?sort_dir=asc")
+    return uuid, reply.json["vmoves"]
+
+
+def test_a_vmove_has_an_identity_and_its_own_page(api, moved):
+    uuid, moves = moved
+    assert len({m["uuid"] for m in moves}) == 3
+    assert len({m["id"] for m in moves}) == 3
+    for move in moves:
+        for ident in (move["uuid"], str(move["id"])):
+            reply = api.get(f"/v1/notifications/{uuid}/vmoves/{ident}")
+            assert reply.status == 200, reply.text
+            assert reply.json == {"vmove": move}
+    # The same uuid on a second read: it is not made up per request.
+    again = api.get(f"/v1/notifications/{uuid}/vmoves?sort_dir=asc")
+    assert [m["uuid"] for m in again.json["vmoves"]] == [
+        m["uuid"] for m in moves]
+    missing = api.get(f"/v1/notifications/{uuid}/vmoves/"
+                      f"6f1d7a3e-0000-4a55-8f0e-0a1c2b3d4e5f")
+    assert missing.status == 404
+
+
+def test_vmoves_filter_sort_and_page(api, moved):
+    uuid, moves = moved
+    base = f"/v1/notifications/{uuid}/vmoves"
+
+    def names(query: str) -> list[str]:
+        reply = api.get(f"{base}?{query}")
+        assert reply.status == 200, reply.text
+        return [m["instance_name"] for m in reply.json["vmoves"]]
+
+    assert names("status=failed") == ["vm-b"]
+    assert names("status=ongoing&type=evacuation") == ["vm-c"]
+    assert names("type=migration") == []
+    assert names("sort_key=status&sort_dir=desc") == ["vm-a", "vm-c",
+                                                      "vm-b"]
+    assert names("sort_key=instance_name&sort_dir=asc&limit=2") == [
+        "vm-a", "vm-b"]
+    assert names(f"sort_dir=asc&limit=2&marker={moves[1]['uuid']}") == [
+        "vm-c"]
+    assert names(f"sort_dir=desc&marker={moves[2]['id']}") == [
+        "vm-b", "vm-a"]
+
+
+@pytest.mark.parametrize("query, field", [
+    ("status=done", "status"), ("type=teleport", "type"),
+    ("sort_key=message", "sort_key"), ("sort_dir=up", "sort_dir"),
+    ("sort_key=id&sort_key=uuid", "sort_key"), ("limit=0", "limit"),
+    ("marker=nope", "marker")])
+def test_vmoves_bad_query_is_400(api, moved, query, field):
+    reply = api.get(f"/v1/notifications/{moved[0]}/vmoves?{query}")
+    assert reply.status == 400, reply.text
+    assert field in reply.message
+
+
+def test_only_host_failures_have_vmoves(api, four):
+    """Masakari answers 400 for a VM or PROCESS notification's vmoves."""
+    process = four[2]["notification_uuid"]
+    for path in (f"/v1/notifications/{process}/vmoves",
+                 f"/v1/notifications/{process}/vmoves/1"):
+        reply = api.get(path)
+        assert reply.status == 400, reply.text
+        assert "COMPUTE_HOST" in reply.message
+    assert api.get("/v1/notifications/no-such/vmoves").status == 404
 
 
 @pytest.mark.parametrize("path", [
@@ -645,6 +752,38 @@ def test_version_documents(api):
     # Absolute, as clients follow it.
     assert version["links"] == v1.json["version"]["links"] == [
         {"rel": "self", "href": f"http://127.0.0.1:{api.port}/v1/"}]
+    # Masakari 22's microversions.
+    assert (version["min_version"], version["version"]) == ("1.0", "1.3")
+
+
+@pytest.mark.parametrize("sent, answered", [
+    (None, "1.0"), ("instance-ha 1.2", "1.2"),
+    ("instance-ha latest", "1.3"),
+    ("compute 2.94, instance-ha 1.1", "1.1"), ("compute 2.94", "1.0")])
+def test_every_answer_names_its_microversion(api, sent, answered):
+    headers = {} if sent is None else {VERSION_HEADER: sent}
+    for path in ("/v1", "/v1/notifications", "/v1/segments",
+                 "/v1/notifications/no-such", "/v1/nothing"):
+        reply = api.get(path, headers=headers)
+        assert reply.headers[VERSION_HEADER] == f"instance-ha {answered}"
+        assert VERSION_HEADER in reply.headers.get_all("Vary")
+
+
+@pytest.mark.parametrize("sent, status", [
+    ("instance-ha 1.4", 406), ("instance-ha 1.99", 406),
+    ("instance-ha 2.0", 406), ("instance-ha 0.9", 406),
+    ("instance-ha garbage", 400), ("instance-ha 1", 400),
+    ("instance-ha 1.x", 400)])
+def test_a_version_out_of_range_is_406_and_a_malformed_one_400(
+        api, sent, status):
+    reply = request(api.port, "POST", "/v1/notifications", notification(),
+                    headers={VERSION_HEADER: sent})
+    assert reply.status == status, reply.text
+    assert VERSION_HEADER in reply.message
+    assert api.stored() == []
+    # The version documents answer whatever is asked: clients read them
+    # to learn what to ask.
+    assert api.get("/", headers={VERSION_HEADER: sent}).status == 300
 
 
 PROJECT = "8c1a3e5b7d9f4a6c2e0b1d3f5a7c9e1b"
@@ -893,7 +1032,7 @@ def test_keystone(keystone_api):
     assert post("forged").status == 401
     member = post("mem")
     assert member.status == 403, member.text
-    assert "admin" in member.json["error"]["message"]
+    assert "admin" in member.json["forbidden"]["message"]
     assert keystone_api.stored() == []
     admin = post("adm")
     assert admin.status == 202, admin.text
@@ -912,7 +1051,7 @@ def test_keystone_project_in_the_path_must_be_the_token_s(keystone_api):
                     headers=token)
     assert other.status == 403, other.text
     assert "(q) is not the token's project (p)" in (
-        other.json["error"]["message"])
+        other.json["forbidden"]["message"])
     assert len(keystone_api.stored()) == 1
 
 
@@ -924,10 +1063,11 @@ def test_keystone_headers_from_the_caller_are_not_trusted(keystone_api):
 
 
 # -- openstacksdk, unmodified ------------------------------------------------
-def openstack_client(port: int, monkeypatch: Any, path: str = "/v1") -> Any:
+def openstack_client(port: int, monkeypatch: Any, path: str = "/v1",
+                     **settings: Any) -> Any:
     """An unmodified openstacksdk connection to the API on ``port`` (at
-    ``path``), with the token, and no ``OS_*`` settings of the
-    environment."""
+    ``path``), with the token, ``settings`` and no ``OS_*`` settings of
+    the environment."""
     import os
 
     from openstack import connection
@@ -939,7 +1079,7 @@ def openstack_client(port: int, monkeypatch: Any, path: str = "/v1") -> Any:
     return connection.Connection(
         auth_type="admin_token",
         auth={"endpoint": endpoint, "token": TOKEN},
-        instance_ha_endpoint_override=endpoint)
+        instance_ha_endpoint_override=endpoint, **settings)
 
 
 @pytest.fixture
@@ -966,11 +1106,26 @@ def test_openstacksdk_create_get_list(sdk, token_api):
     fetched = sdk.instance_ha.get_notification(created.notification_uuid)
     assert fetched.notification_uuid == created.notification_uuid
     assert fetched.hostname == "compute-1"
-    assert fetched.recovery_workflow_details == []
+    # Microversion 1.0 unless the client asks for more, as in Masakari.
+    assert fetched.recovery_workflow_details is None
 
     listed = list(sdk.instance_ha.notifications())
     assert created.notification_uuid in [n.notification_uuid
                                          for n in listed]
+
+
+def test_openstacksdk_asks_for_a_microversion(token_api, monkeypatch):
+    conn = openstack_client(token_api.port, monkeypatch,
+                            ha_api_version="1.1")
+    try:
+        created = conn.instance_ha.create_notification(
+            type="COMPUTE_HOST", hostname="compute-1",
+            generated_time="2026-11-22T10:00:00", payload=STOPPED)
+        fetched = conn.instance_ha.get_notification(
+            created.notification_uuid)
+        assert fetched.recovery_workflow_details == []
+    finally:
+        conn.close()
 
 
 def test_openstacksdk_pages_with_limit(sdk, token_api):

@@ -35,8 +35,10 @@ class Client:
     port: int
 
     def call(self, method: str, path: str, body: Any = None,
-             **kwargs: Any) -> Reply:
-        return request(self.port, method, path, body, **kwargs)
+             version: str = "1.3", **kwargs: Any) -> Reply:
+        """At ``version``: the latest, as python-masakariclient asks."""
+        return request(self.port, method, path, body, headers={
+            "OpenStack-API-Version": f"instance-ha {version}"}, **kwargs)
 
     def get(self, path: str) -> Reply:
         return self.call("GET", path)
@@ -226,6 +228,46 @@ def test_segment_list_filters_and_pages(api):
     assert listed(api, f"?limit=2&marker={first[-1]['id']}") == ["a"]
 
 
+def test_segment_list_sorts(api):
+    api.segment("b", recovery_method="reserved_host")
+    api.segment("c", recovery_method="auto")
+    api.segment("a", recovery_method="rh_priority")
+    assert listed(api, "?sort_key=name&sort_dir=asc") == ["a", "b", "c"]
+    assert listed(api, "?sort_key=name") == ["c", "b", "a"]
+    assert listed(api, "?sort_key=created_at&sort_dir=asc") == [
+        "b", "c", "a"]
+    assert listed(api, "?sort_key=recovery_method&sort_dir=asc") == [
+        "c", "b", "a"]
+    first = api.get("/v1/segments?sort_key=name&sort_dir=asc&limit=2")
+    after = first.json["segments"][-1]["id"]
+    assert listed(api, f"?sort_key=name&sort_dir=asc&marker={after}") == [
+        "c"]
+
+
+def test_enabled_came_with_microversion_1_2(api):
+    """As Masakari's schema: before 1.2, a segment has no enabled flag to
+    send, and one that sends it is refused with nothing stored."""
+    body = {"segment": {"name": "rack-1", "recovery_method": "auto",
+                        "enabled": False}}
+    for version in ("1.0", "1.1"):
+        reply = api.call("POST", "/v1/segments", body, version=version)
+        assert reply.status == 400, reply.text
+        assert "'enabled' was unexpected" in reply.message
+    assert listed(api) == []
+    reply = api.call("POST", "/v1/segments", body, version="1.2")
+    assert reply.status == 201, reply.text
+    segment = reply.json["segment"]
+    path = f"/v1/segments/{segment['uuid']}"
+    refused = api.call("PUT", path, {"segment": {"enabled": True}},
+                       version="1.1")
+    assert refused.status == 400, refused.text
+    assert api.get(path).json["segment"]["enabled"] is False
+    # Everything else a 1.0 client sends is as before.
+    renamed = api.call("PUT", path, {"segment": {"name": "rack-2"}},
+                       version="1.0")
+    assert renamed.status == 200, renamed.text
+
+
 @pytest.mark.parametrize("query,field", [
     ("recovery_method=manual", "recovery_method"),
     ("enabled=maybe", "enabled"),
@@ -233,6 +275,10 @@ def test_segment_list_filters_and_pages(api):
     ("limit=0", "limit"),
     ("limit=two", "limit"),
     ("marker=6f1d7a3e-0000-0000-0000-000000000000", "marker"),
+    ("sort_key=description", "sort_key"),
+    ("sort_key=nope", "sort_key"),
+    ("sort_dir=sideways", "sort_dir"),
+    ("sort_key=name&sort_key=id", "sort_key"),
 ])
 def test_segment_list_bad_query_is_400(api, query, field):
     api.segment()
@@ -305,8 +351,16 @@ def test_host_list_filters(api):
     assert names("type=OTHER") == ["compute-3"]
     assert names("name=compute-2") == ["compute-2"]
     assert names("limit=1&marker=compute-2") == ["compute-1"]
-    assert api.get(f"{base}?reserved=perhaps").status == 400
-    assert api.get(f"{base}?marker=compute-9").status == 400
+    assert names("sort_key=name&sort_dir=asc") == [
+        "compute-1", "compute-2", "compute-3"]
+    assert names("sort_key=type&sort_dir=desc&limit=1") == ["compute-3"]
+    assert names("sort_key=reserved&sort_dir=desc&limit=1") == [
+        "compute-1"]
+    assert names("sort_key=name&sort_dir=asc&marker=compute-2") == [
+        "compute-3"]
+    for query in ("reserved=perhaps", "marker=compute-9", "sort_key=nope",
+                  "sort_key=claimed_by", "sort_dir=random"):
+        assert api.get(f"{base}?{query}").status == 400, query
 
 
 def _host(**fields: Any) -> dict[str, Any]:

@@ -113,3 +113,32 @@ def test_0007_adds_the_detection_rule_to_a_store_in_use(tmp_path):
             store.add(**detected)
     finally:
         store.close()
+
+
+def test_0008_dates_journal_entries_written_before_it(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.sqlite"
+    store = open_store(url)
+    run = store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                    hostname="compute-1", generated_time=NOW,
+                    payload={"event": "STOPPED"}, origin="api",
+                    status=Status.FINISHED, now=NOW)
+    store.save_instance(run.uuid, InstanceResult(
+        uuid="i-1", name="vm-1", source_host="compute-1",
+        original_state="active"), NOW)
+    store.close()
+    back_to(url, "0007")
+    store = open_store(url)
+    later = NOW + datetime.timedelta(minutes=5)
+    try:
+        [old] = store.journal_entries(run.uuid)
+        assert old.created_at == NOW == old.updated_at
+        store.save_instance(run.uuid, InstanceResult(
+            uuid="i-2", name="vm-2", source_host="compute-1",
+            original_state="active"), later)
+        store.save_instance(run.uuid, old.result, later)
+        entries = store.journal_entries(run.uuid)
+        assert [(e.result.uuid, e.created_at, e.updated_at)
+                for e in entries] == [("i-1", NOW, later),
+                                      ("i-2", later, later)]
+    finally:
+        store.close()

@@ -1,0 +1,181 @@
+"""Notifications over the API: Masakari's ``/v1/notifications`` and
+their vmoves.
+
+Store first, answer second: a notification is committed before the 202
+goes out, and nothing is stored on any 4xx.
+"""
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+import webob
+
+from recovery import exception
+from recovery import intake
+from recovery.api import http
+from recovery.api import validation
+from recovery.api import views
+from recovery.concurrency import Clock
+from recovery.db.notifications import SORT_KEYS
+from recovery.db.store import Store
+from recovery.hostnames import HostMatch
+from recovery.notification import Status
+
+LOG = logging.getLogger(__name__)
+
+# The compute host a name means (recovery.hostnames); raises UnknownHost,
+# or a Nova error when Nova cannot say.
+HostCheck = Callable[[str], HostMatch]
+
+FILTERS = ("status", "source_host_uuid", "type", "hostname")
+VMOVE_FILTERS = {"status": ("pending", "ongoing", "succeeded", "failed",
+                            "ignored"),
+                 "type": ("evacuation", "migration", "live_migration")}
+# A vmove's fields that are never null, which a listing sorts by.
+VMOVE_SORT_KEYS = frozenset({"id", "uuid", "instance_uuid", "instance_name",
+                             "source_host", "type", "status", "created_at",
+                             "updated_at"})
+
+
+class NotificationAPI:
+    def __init__(self, store: Store, check_host: HostCheck, clock: Clock,
+                 *, max_body: int, duplicate_window: float,
+                 on_stored: Callable[[], None]):
+        self.store = store
+        self.check_host = check_host
+        self.clock = clock
+        self.max_body = max_body
+        self.duplicate_window = duplicate_window
+        self.on_stored = on_stored
+
+    def route(self, req: webob.Request,
+              parts: list[str]) -> http.Handlers | None:
+        """The handlers by method for ``parts``, the path after
+        ``/v1/notifications``; None if there is no such resource."""
+        if not parts:
+            return {"GET": lambda: self.index(req),
+                    "POST": lambda: self.create(req)}
+        uuid, rest = parts[0], parts[1:]
+        if not rest:
+            return {"GET": lambda: self.show(req, uuid)}
+        if rest == ["vmoves"]:
+            return {"GET": lambda: self.vmove_index(req, uuid)}
+        if rest[0] == "vmoves" and len(rest) == 2:
+            return {"GET": lambda: self.vmove_show(uuid, rest[1])}
+        return None
+
+    # -- create ------------------------------------------------------------
+    def create(self, req: webob.Request) -> webob.Response:
+        data = validation.notification(http.read_json(req, self.max_body))
+        hostname, source_host_uuid, note = self._host(data["hostname"])
+        try:
+            stored = intake.accept(
+                self.store, type=data["type"], hostname=hostname,
+                generated_time=data["generated_time"],
+                payload=data["payload"], origin="api", note=note,
+                source_host_uuid=source_host_uuid, now=self.clock.now(),
+                duplicate_window=self.duplicate_window)
+        except exception.Duplicate as exc:
+            raise http.Refused(409, str(exc)) from exc
+        LOG.info("Stored notification %s: %s %s on %s (%s)", stored.uuid,
+                 stored.type, data["payload"].get("event"), stored.hostname,
+                 stored.status.value)
+        if stored.status is Status.NEW:
+            self.on_stored()
+        return http.respond(202, {"notification":
+                                  views.notification(stored)})
+
+    def _host(self, hostname: str
+              ) -> tuple[str, str | None, str | None]:
+        """Nova's name for the host, its service id, and a note: which
+        rule matched a name that is not Nova's own, or why the host could
+        not be checked. An unknown host is refused; a Nova that cannot
+        answer is not the monitor's fault, so the check moves to
+        processing time."""
+        try:
+            found = self.check_host(hostname)
+        except exception.UnknownHost as exc:
+            raise http.Refused(400, f"notification.hostname: {exc}") from exc
+        except exception.RecoveryError as exc:
+            LOG.warning("Could not check host %s with Nova (%s); storing "
+                        "the notification, the check runs when it is "
+                        "processed", hostname, exc)
+            return hostname, None, f"host not checked at intake: {exc}"
+        if found.host == hostname:
+            return hostname, found.service_id, None
+        LOG.info("Notification hostname %r is Nova's %r (by its %s)",
+                 hostname, found.host, found.rule)
+        return found.host, found.service_id, (
+            f"sent for {hostname!r}: Nova's compute host {found.host!r}, "
+            f"matched by its {found.rule}")
+
+    # -- read --------------------------------------------------------------
+    def index(self, req: webob.Request) -> webob.Response:
+        params = req.GET
+        filters = {k: params[k] for k in FILTERS if k in params}
+        _one_of(filters, "status", [s.value for s in Status])
+        sort_key, sort_dir = http.sort(params, SORT_KEYS)
+        generated_since = None
+        if "generated-since" in params:
+            generated_since = validation.parse_time(
+                params["generated-since"], "generated-since")
+        try:
+            items = self.store.list_notifications(
+                filters=filters, generated_since=generated_since,
+                limit=http.limit(params), marker=params.get("marker"),
+                sort_key=sort_key, sort_dir=sort_dir)
+        except exception.NotFound as exc:
+            raise http.Refused(400, f"marker: {exc}") from exc
+        return http.respond(200, {"notifications": [
+            views.notification(n) for n in items]})
+
+    def show(self, req: webob.Request, uuid: str) -> webob.Response:
+        body = views.notification(self.store.get(uuid))
+        if http.at_least(req, "1.1"):
+            body["recovery_workflow_details"] = views.workflow_details(
+                self.store.step_events(uuid))
+        return http.respond(200, {"notification": body})
+
+    def _vmoves(self, uuid: str) -> list[dict[str, Any]]:
+        notification = self.store.get(uuid)
+        if notification.type != "COMPUTE_HOST":
+            raise http.Refused(400, f"notification {uuid} is a "
+                                    f"{notification.type} notification: "
+                                    f"only COMPUTE_HOST ones have vmoves")
+        return [views.vmove(uuid, entry)
+                for entry in self.store.journal_entries(uuid)]
+
+    def vmove_index(self, req: webob.Request, uuid: str) -> webob.Response:
+        params = req.GET
+        filters = {k: params[k] for k in VMOVE_FILTERS if k in params}
+        for key, allowed in VMOVE_FILTERS.items():
+            _one_of(filters, key, list(allowed))
+        sort_key, sort_dir = http.sort(params, VMOVE_SORT_KEYS)
+        limit, marker = http.limit(params), params.get("marker")
+        items = sorted(
+            (v for v in self._vmoves(uuid)
+             if all(v[k] == value for k, value in filters.items())),
+            key=lambda v: (v[sort_key], v["id"]),
+            reverse=sort_dir == "desc")
+        if marker is not None:
+            seen = [i for i, v in enumerate(items)
+                    if marker in (v["uuid"], str(v["id"]))]
+            if not seen:
+                raise http.Refused(400, f"marker: marker {marker} not "
+                                        f"found")
+            items = items[seen[0] + 1:]
+        return http.respond(200, {"vmoves": items[:limit]})
+
+    def vmove_show(self, uuid: str, vmove_id: str) -> webob.Response:
+        for item in self._vmoves(uuid):
+            if vmove_id in (item["uuid"], str(item["id"])):
+                return http.respond(200, {"vmove": item})
+        raise exception.NotFound(f"no vmove {vmove_id} in notification "
+                                 f"{uuid}")
+
+
+def _one_of(filters: dict[str, str], key: str, allowed: list[str]) -> None:
+    if key in filters and filters[key] not in allowed:
+        raise http.Refused(400, f"{key}: {filters[key]!r} is not one of "
+                                f"{allowed}")
