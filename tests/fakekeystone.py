@@ -1,16 +1,45 @@
 """A minimal Keystone v3 token API over real HTTP, for auth tests.
 
-It answers ``POST /v3/auth/tokens`` for the password and application
-credential methods with a token and a service catalog whose compute
-endpoint is the one given, and records every request it gets.
+It answers ``POST /v3/auth/tokens`` with a token and a service catalog,
+``GET /v3/auth/tokens`` (``X-Subject-Token``) to validate a token it
+issued, as keystonemiddleware does, and records every request it gets.
+
+By default anyone gets ``TOKEN`` (the password and application credential
+methods), as the admin of project ``admin``, and the catalog has the
+compute endpoint given. With ``users``, only their passwords are
+accepted and each gets its own token: for ``nova_user``'s users, the
+``user:project:roles`` form that the test Novas (``tests.fakenova``,
+``tests.integration.realnova``) take their request context from.
+``endpoints`` adds services to the catalog; as in Keystone's catalog
+templates, ``$(project_id)s`` in a URL is the token's project.
 """
 
+import dataclasses
 import json
 import threading
 import wsgiref.simple_server
 from socketserver import ThreadingMixIn
 
 TOKEN = "fake-keystone-token"
+
+
+@dataclasses.dataclass(frozen=True)
+class User:
+    name: str
+    password: str | None    # None: any credentials, any method
+    project: str            # the project's id and name
+    roles: tuple[str, ...]
+    token: str
+
+
+def nova_user(name: str, password: str, project: str,
+              roles: tuple[str, ...]) -> User:
+    """A user whose token is ``name:project:roles``."""
+    return User(name, password, project, roles,
+                f"{name}:{project}:{','.join(roles)}")
+
+
+ANYONE = User("recovery", None, "admin", ("admin",), TOKEN)
 
 
 class _Server(ThreadingMixIn, wsgiref.simple_server.WSGIServer):
@@ -23,9 +52,14 @@ class _QuietHandler(wsgiref.simple_server.WSGIRequestHandler):
 
 
 class FakeKeystone:
-    def __init__(self, compute_endpoint: str, region: str = "RegionOne"):
-        self.compute_endpoint = compute_endpoint
+    def __init__(self, compute_endpoint: str, region: str = "RegionOne",
+                 users: tuple[User, ...] = (ANYONE,),
+                 endpoints: dict[str, str] | None = None):
         self.region = region
+        self._users = users
+        self._tokens = {user.token: user for user in users}
+        #: Service type -> URL; may be changed while serving.
+        self.endpoints = {"compute": compute_endpoint, **(endpoints or {})}
         self.requests: list[dict] = []
         self._server = wsgiref.simple_server.make_server(
             "127.0.0.1", 0, self._app, server_class=_Server,
@@ -44,35 +78,72 @@ class FakeKeystone:
     def _app(self, environ, start_response):
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = json.loads(environ["wsgi.input"].read(length) or b"{}")
-        self.requests.append({"method": environ["REQUEST_METHOD"],
+        method = environ["REQUEST_METHOD"]
+        self.requests.append({"method": method,
                               "path": environ["PATH_INFO"], "body": body})
         path = environ["PATH_INFO"].rstrip("/")
         if path == "/v3":
-            start_response("200 OK", [("Content-Type", "application/json")])
-            return [json.dumps({"version": {
+            return _reply(start_response, "200 OK", {"version": {
                 "id": "v3.14", "status": "stable",
                 "links": [{"rel": "self", "href": self.url + "/"}],
-                "media-types": []}}).encode()]
+                "media-types": []}})
         if path != "/v3/auth/tokens":
-            start_response("404 Not Found", [])
-            return [b""]
-        start_response("201 Created", [("Content-Type", "application/json"),
-                                       ("X-Subject-Token", TOKEN)])
-        return [json.dumps({"token": self._token()}).encode()]
+            return _reply(start_response, "404 Not Found", None)
+        if method == "POST":
+            user = self._authenticate(body)
+            if user is None:
+                return _reply(start_response, "401 Unauthorized", None)
+            return _reply(start_response, "201 Created",
+                          {"token": self._token(user)}, user.token)
+        # Validation: the caller's token must be valid, then the subject.
+        if environ.get("HTTP_X_AUTH_TOKEN") not in self._tokens:
+            return _reply(start_response, "401 Unauthorized", None)
+        subject = environ.get("HTTP_X_SUBJECT_TOKEN", "")
+        if subject not in self._tokens:
+            return _reply(start_response, "404 Not Found", None)
+        return _reply(start_response, "200 OK",
+                      {"token": self._token(self._tokens[subject])}, subject)
 
-    def _token(self) -> dict:
-        endpoints = [{"id": iface, "interface": iface, "region": self.region,
-                      "region_id": self.region, "url": self.compute_endpoint}
-                     for iface in ("internal", "public")]
+    def _authenticate(self, body: dict) -> User | None:
+        identity = body.get("auth", {}).get("identity", {})
+        sent = identity.get("password", {}).get("user", {})
+        for user in self._users:
+            if user.password is None or (
+                    user.name in (sent.get("name"), sent.get("id"))
+                    and user.password == sent.get("password")):
+                return user
+        return None
+
+    def _token(self, user: User) -> dict:
+        catalog = [{"type": "identity", "name": "keystone", "id": "s0",
+                    "endpoints": self._endpoints(self.url, user)}]
+        catalog += [{"type": kind, "name": kind, "id": f"s{n}",
+                     "endpoints": self._endpoints(url, user)}
+                    for n, (kind, url) in enumerate(
+                        self.endpoints.items(), start=1)]
         return {
             "methods": ["password"],
             "expires_at": "2999-01-01T00:00:00.000000Z",
             "issued_at": "2026-01-01T00:00:00.000000Z",
-            "user": {"id": "u1", "name": "recovery",
+            "user": {"id": user.name, "name": user.name,
                      "domain": {"id": "default", "name": "Default"}},
-            "project": {"id": "admin", "name": "admin",
+            "project": {"id": user.project, "name": user.project,
                         "domain": {"id": "default", "name": "Default"}},
-            "roles": [{"id": "r1", "name": "admin"}],
-            "catalog": [{"type": "compute", "name": "nova", "id": "s1",
-                         "endpoints": endpoints}],
+            "roles": [{"id": role, "name": role} for role in user.roles],
+            "catalog": catalog,
         }
+
+    def _endpoints(self, url: str, user: User) -> list[dict]:
+        url = url.replace("$(project_id)s", user.project)
+        return [{"id": iface, "interface": iface, "region": self.region,
+                 "region_id": self.region, "url": url}
+                for iface in ("admin", "internal", "public")]
+
+
+def _reply(start_response, status: str, body: dict | None,
+           subject: str | None = None):
+    headers = [("Content-Type", "application/json")]
+    if subject is not None:
+        headers.append(("X-Subject-Token", subject))
+    start_response(status, headers)
+    return [json.dumps(body).encode() if body is not None else b""]
