@@ -134,10 +134,12 @@ class EngineProcess:
     # -- the API -------------------------------------------------------------
     def request(self, method: str, path: str, body: Any = None,
                 timeout: float = 10.0) -> tuple[int, Any]:
+        """At the latest microversion, as python-masakariclient asks."""
         data = json.dumps(body).encode() if body is not None else None
         req = urllib.request.Request(
             f"http://127.0.0.1:{self.port}{path}", data=data, method=method,
-            headers={"Content-Type": "application/json"})
+            headers={"Content-Type": "application/json",
+                     "OpenStack-API-Version": "instance-ha latest"})
         try:
             with urllib.request.urlopen(req, timeout=timeout) as resp:
                 return resp.status, _body(resp.read())
