@@ -26,6 +26,7 @@ VERSION = {"id": "v1.0", "status": "CURRENT", "version": http.VERSIONS[-1],
 # The resources under /v1; anything else in their place is a project id.
 RESOURCES = frozenset({"notifications", "segments"})
 
+
 def version(req: webob.Request) -> dict[str, Any]:
     """The version document, its link absolute (clients follow it)."""
     return {**VERSION, "links": [{"rel": "self",
