@@ -9,7 +9,7 @@ one host has it. Only no match, or several, is refused, naming them.
 """
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Collection
 
 from recovery import exception
 
@@ -20,7 +20,6 @@ SHORT_NAME = "short name"
 @dataclasses.dataclass(frozen=True)
 class HostMatch:
     host: str           # Nova's name for it
-    service_id: str     # its nova-compute service
     rule: str           # EXACT or SHORT_NAME
 
 
@@ -34,14 +33,14 @@ def unknown_host(host: str) -> exception.UnknownHost:
         f"name with 'openstack compute service list'")
 
 
-def match(name: str, services: Mapping[str, str]) -> HostMatch:
-    """The compute host ``name`` means, among ``services`` (Nova's
-    compute hosts and their service ids). Raises ``UnknownHost``."""
-    if name in services:
-        return HostMatch(name, services[name], EXACT)
-    found = sorted(host for host in services if short(host) == short(name))
+def match(name: str, hosts: Collection[str]) -> HostMatch:
+    """The compute host ``name`` means, among ``hosts`` (Nova's compute
+    hosts). Raises ``UnknownHost``."""
+    if name in hosts:
+        return HostMatch(name, EXACT)
+    found = sorted(host for host in hosts if short(host) == short(name))
     if len(found) == 1:
-        return HostMatch(found[0], services[found[0]], SHORT_NAME)
+        return HostMatch(found[0], SHORT_NAME)
     if not found:
         raise unknown_host(name)
     raise exception.UnknownHost(

@@ -21,25 +21,27 @@ from recovery.notification import classify
 def accept(store: Store, *, type: str, hostname: str,
            generated_time: datetime.datetime, payload: dict[str, Any],
            origin: str, now: datetime.datetime, note: str | None = None,
-           source_host_uuid: str | None = None, duplicate_window: float = 0,
-           detection: str | None = None,
+           duplicate_window: float = 0, detection: str | None = None,
            ignore: str | None = None) -> Notification:
     """Store a notification; raise ``Duplicate`` as ``Store.add`` does.
 
     ``note``: a remark kept as its message when nothing else is said.
+    A host in a failover segment is recorded by its entry there, as
+    Masakari does (``source_host_uuid``, ``failover_segment_uuid``).
     ``ignore``: why the caller will not have it acted on; it is stored
     ``ignored`` with that reason if nothing else ignores it first.
     """
     kind = classify(type, payload)
-    status, reason = initial_status(kind, payload,
-                                    store.host_record(hostname))
+    record = store.host_record(hostname)
+    status, reason = initial_status(kind, payload, record)
     if status is Status.NEW and ignore is not None:
         status, reason = Status.IGNORED, ignore
     return store.add(
         type=type, kind=kind, hostname=hostname,
         generated_time=generated_time, payload=payload, origin=origin,
         status=status, message=reason or note,
-        source_host_uuid=source_host_uuid, now=now,
+        source_host_uuid=record and record[0].uuid,
+        failover_segment_uuid=record and record[1].uuid, now=now,
         duplicate_window=duplicate_window, detection=detection)
 
 

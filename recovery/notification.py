@@ -73,7 +73,9 @@ class Notification:
     status: Status
     created_at: datetime.datetime
     updated_at: datetime.datetime
+    # Masakari's: the host's entry in a failover segment, and the segment.
     source_host_uuid: str | None = None
+    failover_segment_uuid: str | None = None
     message: str | None = None
     attempts: int = 0
     next_attempt_at: datetime.datetime | None = None

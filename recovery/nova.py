@@ -276,9 +276,8 @@ class Nova:
             found = self._call("list the compute services",
                                self._client.services.list,
                                binary="nova-compute")
-            return hostnames.match(name, {s.host: s.id for s in found})
-        return hostnames.HostMatch(service.host, service.id,
-                                   hostnames.EXACT)
+            return hostnames.match(name, {s.host for s in found})
+        return hostnames.HostMatch(service.host, hostnames.EXACT)
 
     def list_services(self) -> list[ComputeService]:
         """Every Nova service, of every binary: the control plane's

@@ -68,13 +68,13 @@ class NotificationAPI:
     # -- create ------------------------------------------------------------
     def create(self, req: webob.Request) -> webob.Response:
         data = validation.notification(http.read_json(req, self.max_body))
-        hostname, source_host_uuid, note = self._host(data["hostname"])
+        hostname, note = self._host(data["hostname"])
         try:
             stored = intake.accept(
                 self.store, type=data["type"], hostname=hostname,
                 generated_time=data["generated_time"],
                 payload=data["payload"], origin="api", note=note,
-                source_host_uuid=source_host_uuid, now=self.clock.now(),
+                now=self.clock.now(),
                 duplicate_window=self.duplicate_window)
         except exception.Duplicate as exc:
             raise http.Refused(409, str(exc)) from exc
@@ -86,9 +86,8 @@ class NotificationAPI:
         return http.respond(202, {"notification":
                                   views.notification(stored)})
 
-    def _host(self, hostname: str
-              ) -> tuple[str, str | None, str | None]:
-        """Nova's name for the host, its service id, and a note: which
+    def _host(self, hostname: str) -> tuple[str, str | None]:
+        """Nova's name for the host, and a note: which
         rule matched a name that is not Nova's own, or why the host could
         not be checked. An unknown host is refused; a Nova that cannot
         answer is not the monitor's fault, so the check moves to
@@ -101,12 +100,12 @@ class NotificationAPI:
             LOG.warning("Could not check host %s with Nova (%s); storing "
                         "the notification, the check runs when it is "
                         "processed", hostname, exc)
-            return hostname, None, f"host not checked at intake: {exc}"
+            return hostname, f"host not checked at intake: {exc}"
         if found.host == hostname:
-            return hostname, found.service_id, None
+            return hostname, None
         LOG.info("Notification hostname %r is Nova's %r (by its %s)",
                  hostname, found.host, found.rule)
-        return found.host, found.service_id, (
+        return found.host, (
             f"sent for {hostname!r}: Nova's compute host {found.host!r}, "
             f"matched by its {found.rule}")
 

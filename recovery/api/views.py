@@ -28,6 +28,7 @@ def notification(item: Notification) -> dict[str, Any]:
         "type": item.type,
         "hostname": item.hostname,
         "source_host_uuid": item.source_host_uuid,
+        "failover_segment_uuid": item.failover_segment_uuid,
         "generated_time": timestamp(item.generated_time),
         "payload": item.payload,
         "status": item.status.value,

@@ -58,6 +58,7 @@ class NotificationStore(Transactional):
             generated_time: datetime.datetime, payload: dict[str, Any],
             origin: str, status: Status, now: datetime.datetime,
             message: str | None = None, source_host_uuid: str | None = None,
+            failover_segment_uuid: str | None = None,
             duplicate_window: float = 0,
             detection: str | None = None) -> Notification:
         """Store a notification; raise ``Duplicate`` if the same type, host
@@ -69,6 +70,7 @@ class NotificationStore(Transactional):
         values = dict(
             uuid=str(uuidlib.uuid4()), type=type, kind=kind.value,
             hostname=hostname, source_host_uuid=source_host_uuid,
+            failover_segment_uuid=failover_segment_uuid,
             generated_time=generated_time,
             payload=canonical_payload(payload), origin=origin,
             status=status.value, message=message, attempts=0, version=0,

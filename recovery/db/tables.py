@@ -33,7 +33,10 @@ notifications = sa.Table(
     sa.Column("uuid", sa.String(36), nullable=False, unique=True),
     sa.Column("type", sa.String(16), nullable=False),
     sa.Column("hostname", sa.String(255), nullable=False),
+    # Masakari's: the segment host's uuid, and its segment's (None for a
+    # host in no segment).
     sa.Column("source_host_uuid", sa.String(36)),
+    sa.Column("failover_segment_uuid", sa.String(36)),
     sa.Column("generated_time", UTCDateTime, nullable=False),
     sa.Column("payload", sa.Text, nullable=False),
     sa.Column("origin", sa.String(8), nullable=False),

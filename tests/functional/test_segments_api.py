@@ -334,7 +334,7 @@ def test_host_defaults(api):
 
 def test_host_list_filters(api):
     segment = api.segment()
-    api.hosts.services["compute-3"] = "svc-3"
+    api.hosts.services.add("compute-3")
     api.host(segment, "compute-1", reserved=True)
     api.host(segment, "compute-2", on_maintenance=True)
     api.host(segment, "compute-3", type="OTHER")
@@ -535,12 +535,26 @@ def test_edits_are_allowed_once_the_recovery_ended(api, in_recovery,
 
 def test_a_host_can_be_added_during_a_recovery(api, in_recovery):
     """A reserved host added then is spare capacity for the recovery."""
-    api.hosts.services["compute-3"] = "svc-3"
+    api.hosts.services.add("compute-3")
     host = api.host(in_recovery["segment"], "compute-3", reserved=True)
     assert host["reserved"] is True
 
 
 # -- what segments do to intake ----------------------------------------------
+def test_a_notification_names_the_segment_entry_of_its_host(api):
+    """As in Masakari: source_host_uuid is the host's entry in its
+    segment, and the listing filters by it."""
+    segment = api.segment("rack-1")
+    host = api.host(segment, "compute-2")
+    api.notify("compute-1")
+    stored = api.notify("compute-2")
+    assert stored["source_host_uuid"] == host["uuid"]
+    assert stored["failover_segment_uuid"] == segment["uuid"]
+    reply = api.get(f"/v1/notifications?source_host_uuid={host['uuid']}")
+    assert [n["notification_uuid"] for n in reply.json["notifications"]] \
+        == [stored["notification_uuid"]]
+
+
 def test_a_notification_for_a_host_in_a_disabled_segment_is_ignored(api):
     api.host(api.segment("rack-1", enabled=False))
     woken = api.notify()

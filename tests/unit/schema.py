@@ -13,7 +13,8 @@ ADDED = {
     "0006": ("DROP TABLE engines", "DROP TABLE locks"),
     "0007": ("DROP INDEX ux_notifications_detection",
              "ALTER TABLE notifications DROP COLUMN detection"),
-    "0008": ("ALTER TABLE instance_journal DROP COLUMN created_at",),
+    "0008": ("ALTER TABLE instance_journal DROP COLUMN created_at",
+             "ALTER TABLE notifications DROP COLUMN failover_segment_uuid"),
 }
 
 
