@@ -40,6 +40,7 @@ from recovery import concurrency
 from recovery import exception
 from recovery import hostnames
 from recovery.concurrency import Clock
+from recovery.metrics import METRICS
 from recovery.models import Aggregate
 from recovery.models import ComputeService
 from recovery.models import Migration
@@ -235,7 +236,14 @@ class Nova:
         return self._retries
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any,
-              safe: bool = True, **kwargs: Any) -> T:
+              safe: bool = True, kind: str | None = None,
+              **kwargs: Any) -> T:
+        """``fn`` (a novaclient call), retried if ``safe`` and the error
+        leaves it uncertain; ``kind`` names it in the metrics (default:
+        its manager and method, e.g. ``server.evacuate``)."""
+        if kind is None:
+            manager = type(fn.__self__).__name__.removesuffix("Manager")
+            kind = f"{manager.lower()}.{fn.__name__}"
         attempt = 0
         while True:
             self._guard()
@@ -243,7 +251,8 @@ class Nova:
             # its turn, and by the connection before each write.
             _GUARD.set(self._guard)
             try:
-                return fn(*args, **kwargs)
+                with METRICS.nova_call(kind):
+                    return fn(*args, **kwargs)
             except (nova_exc.ClientException, ks_exc.ClientException) as exc:
                 error = _translate(what, exc)
                 if not (safe and isinstance(error, exception.NovaError)
@@ -376,7 +385,8 @@ class Nova:
             _, body = self._call(
                 f"list the evacuations from {source_host}",
                 self._client.client.get,
-                f"/os-migrations?{urllib.parse.urlencode(query)}")
+                f"/os-migrations?{urllib.parse.urlencode(query)}",
+                kind="migration.list")
             migrations.extend(Migration.from_nova(m)
                               for m in body["migrations"])
             marker = _next_marker(body.get("migrations_links", []))

@@ -7,6 +7,7 @@ wait their turn, in the order they asked; none is refused or dropped.
 
 from recovery.concurrency import Clock
 from recovery.concurrency import Lock
+from recovery.metrics import METRICS
 
 
 class RateLimiter:
@@ -36,5 +37,10 @@ class RateLimiter:
             self._next_slot = slot + self._interval
         delay = slot - now
         if delay > 0:
-            self._clock.sleep(delay)
+            METRICS.rate_limited.inc()
+            try:
+                self._clock.sleep(delay)
+            finally:
+                METRICS.rate_limited.dec()
+                METRICS.rate_limit_wait.inc(delay)
         return delay

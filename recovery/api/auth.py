@@ -28,14 +28,15 @@ def _unauthorized(message: str) -> webob.Response:
     return response
 
 
-class PublicVersions:
-    """Send the version documents past authentication."""
+class Public:
+    """Send ``paths`` (the version documents, and more) past
+    authentication."""
 
-    def __init__(self, app: Any, protected: Any):
-        self.app, self.protected = app, protected
+    def __init__(self, app: Any, protected: Any, paths: frozenset[str]):
+        self.app, self.protected, self.paths = app, protected, paths
 
     def __call__(self, environ: dict, start_response: Any) -> Any:
-        target = (self.app if environ.get("PATH_INFO", "") in PUBLIC_PATHS
+        target = (self.app if environ.get("PATH_INFO", "") in self.paths
                   else self.protected)
         return target(environ, start_response)
 
@@ -104,23 +105,38 @@ def read_token(path: str | None) -> str:
     return token
 
 
-def protect(app: Any, conf: Any) -> Any:
-    """Wrap ``app`` per ``[api] auth_strategy``; refuse a config that
-    would expose an unauthenticated API beyond loopback."""
-    strategy = conf.api.auth_strategy
-    if strategy == "noauth":
+def protect(app: Any, conf: Any,
+            public: frozenset[str] = frozenset()) -> Any:
+    """Wrap ``app`` per ``[api] auth_strategy``, the version documents
+    and ``public`` paths left open; refuse a config that would expose an
+    unauthenticated API beyond loopback."""
+    if conf.api.auth_strategy == "noauth":
         if not is_loopback(conf.api.host):
             raise exception.ConfigError(
                 f"[api] auth_strategy = noauth is allowed only with a "
                 f"loopback [api] host, not {conf.api.host}: use keystone "
                 f"or token")
         return app
-    if strategy == "token":
-        protected = StaticToken(app, read_token(conf.api.token_file))
-    else:
-        from keystonemiddleware import auth_token
+    return Public(app, _authenticated(app, conf), PUBLIC_PATHS | public)
 
-        protected = auth_token.AuthProtocol(
-            RequireAdmin(app),
-            {"oslo_config_config": conf, "delay_auth_decision": False})
-    return PublicVersions(app, protected)
+
+def guard(app: Any, conf: Any, host: str) -> Any:
+    """``app`` served on its own ``host``: open on loopback, otherwise
+    behind the API's auth (refused if the API has none)."""
+    if is_loopback(host):
+        return app
+    if conf.api.auth_strategy == "noauth":
+        raise exception.ConfigError(
+            f"{host} is not a loopback address: it needs the API's auth, "
+            f"and [api] auth_strategy is noauth; use keystone or token")
+    return _authenticated(app, conf)
+
+
+def _authenticated(app: Any, conf: Any) -> Any:
+    if conf.api.auth_strategy == "token":
+        return StaticToken(app, read_token(conf.api.token_file))
+    from keystonemiddleware import auth_token
+
+    return auth_token.AuthProtocol(
+        RequireAdmin(app),
+        {"oslo_config_config": conf, "delay_auth_decision": False})

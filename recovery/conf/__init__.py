@@ -14,12 +14,13 @@ from recovery.conf import engine
 from recovery.conf import fencing
 from recovery.conf import host_failure
 from recovery.conf import instance_failure
+from recovery.conf import metrics
 from recovery.conf import nova
 from recovery.conf import process_failure
 from recovery.conf import safety
 
 _MODULES = (default, host_failure, nova, database, api, engine, fencing,
-            safety, instance_failure, process_failure, detector)
+            safety, instance_failure, process_failure, detector, metrics)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

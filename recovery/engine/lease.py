@@ -19,6 +19,7 @@ from recovery import concurrency
 from recovery import exception
 from recovery.db.claims import Holder
 from recovery.db.store import Store
+from recovery.metrics import METRICS
 from recovery.notification import Notification
 
 LOG = logging.getLogger(__name__)
@@ -41,6 +42,7 @@ class Lease:
 
     def lose(self, why: str) -> None:
         if self._lost is None:
+            METRICS.leases_lost.inc()
             LOG.error("Lost the lease of notification %s: %s. This "
                       "process sends nothing more to Nova for it; the "
                       "engine that takes it over finishes it from the "
@@ -90,17 +92,22 @@ class LeaseKeeper:
 
     def track(self, lease: Lease) -> None:
         self._leases[lease.uuid] = lease
+        METRICS.leases.set(len(self._leases))
 
     def untrack(self, lease: Lease) -> None:
         self._leases.pop(lease.uuid, None)
+        METRICS.leases.set(len(self._leases))
 
     def renew(self) -> None:
         for lease in list(self._leases.values()):
             try:
                 lease.write(self._store.renew, lease.uuid)
+                METRICS.renewals.labels("renewed").inc()
             except exception.LeaseLost:
+                METRICS.renewals.labels("lost").inc()
                 self.untrack(lease)
             except exception.StoreError as exc:
+                METRICS.renewals.labels("store_unavailable").inc()
                 LOG.warning("Could not renew the lease of notification "
                             "%s: %s", lease.uuid, exc)
 

@@ -28,10 +28,12 @@ from recovery.db.store import open_conf_store
 from recovery.engine.service import Engine
 from recovery.engine.systemd import Notifier
 from recovery.fencing import load_fencing
+from recovery.metrics import METRICS
 from recovery.nova import load_nova
 
 LOG = logging.getLogger("recovery.engine")
 EXIT_OK, EXIT_FORCED, EXIT_CONFIG = 0, 1, 2
+METRICS_PATH = "/metrics"
 
 
 class Heartbeat:
@@ -42,6 +44,7 @@ class Heartbeat:
         self._last: str | None = None
 
     def __call__(self, status: str) -> None:
+        METRICS.heartbeat.set_to_current_time()
         if self._notifier.watchdog_interval is not None:
             self._notifier.watchdog()
         if status != self._last:
@@ -60,11 +63,14 @@ class Server:
     """
 
     def __init__(self, conf: cfg.ConfigOpts, store: Store, engine: Engine,
-                 app: Any, notifier: Notifier):
+                 app: Any, notifier: Notifier, metrics: Any = None):
+        """``metrics``: the app of ``/metrics`` on its own address
+        (``[metrics] host`` and ``port``), if it has one."""
         self.conf = conf
         self.store = store
         self.engine = engine
         self.app = app
+        self.metrics = metrics
         self.notifier = notifier
         self.port: int | None = None
         self._stop_signals = 0
@@ -80,29 +86,31 @@ class Server:
                 self.store.close()
 
     def _serve(self) -> None:
-        api = self._listen()
+        api = _listen(self.conf.api.host, self.conf.api.port, self.app)
+        self.port = api.port
         try:
-            LOG.info("Listening on %s:%d (auth: %s); store open",
-                     self.conf.api.host, self.port,
-                     self.conf.api.auth_strategy)
-            self.notifier.ready(
-                f"listening on {self.conf.api.host}:{self.port}")
-            self.engine.serve()     # returns once drained after stop()
+            with self._metrics():
+                LOG.info("Listening on %s:%d (auth: %s); store open",
+                         self.conf.api.host, self.port,
+                         self.conf.api.auth_strategy)
+                self.notifier.ready(
+                    f"listening on {self.conf.api.host}:{self.port}")
+                self.engine.serve()     # returns once drained after stop()
         finally:
             self._stop_api(api)
 
-    def _listen(self) -> concurrency.WSGIServer:
-        host, port = self.conf.api.host, self.conf.api.port
+    @contextlib.contextmanager
+    def _metrics(self) -> Iterator[None]:
+        if self.metrics is None:
+            yield
+            return
+        group = self.conf.metrics
+        server = _listen(group.host, group.port, self.metrics)
+        LOG.info("Serving /metrics on %s:%d", group.host, server.port)
         try:
-            api = concurrency.serve_wsgi(
-                host, port, self.app,
-                logging.getLogger("recovery.api.access"))
-        except OSError as exc:
-            raise exception.ConfigError(
-                f"cannot listen on {host}:{port}: "
-                f"{exc.strerror or exc}") from exc
-        self.port = api.port
-        return api
+            yield
+        finally:
+            server.stop(0)
 
     def _stop_api(self, api: concurrency.WSGIServer) -> None:
         # Requests in flight write to the store: let them end first.
@@ -139,6 +147,16 @@ class Server:
         LOG.info("Reloaded the mutable options from the config files")
 
 
+def _listen(host: str, port: int, app: Any) -> concurrency.WSGIServer:
+    try:
+        return concurrency.serve_wsgi(
+            host, port, app, logging.getLogger("recovery.api.access"))
+    except OSError as exc:
+        raise exception.ConfigError(
+            f"cannot listen on {host}:{port}: {exc.strerror or exc}"
+        ) from exc
+
+
 def load_conf(argv: list[str] | None) -> cfg.ConfigOpts:
     conf = cfg.ConfigOpts()
     recovery_conf.register_opts(conf)
@@ -167,7 +185,28 @@ def build(conf: cfg.ConfigOpts, notifier: Notifier) -> Server:
         max_body=conf.api.max_request_body_size,
         duplicate_window=conf.api.duplicate_notification_detection_interval,
         on_stored=engine.wake.set)
-    return Server(conf, store, engine, auth.protect(api, conf), notifier)
+    if not conf.metrics.enabled:
+        return Server(conf, store, engine, auth.protect(api, conf), notifier)
+    METRICS.watch_store(store)
+    METRICS.in_flight.set_function(engine.in_flight)
+    if conf.metrics.host:
+        return Server(conf, store, engine, auth.protect(api, conf), notifier,
+                      metrics=auth.guard(METRICS.wsgi_app(), conf,
+                                         conf.metrics.host))
+    public = frozenset({METRICS_PATH} if auth.is_loopback(conf.api.host)
+                       else ())
+    return Server(conf, store, engine,
+                  auth.protect(_with_metrics(api), conf, public), notifier)
+
+
+def _with_metrics(api: Any) -> Any:
+    """``api``, with ``/metrics`` on its address."""
+    metrics = METRICS.wsgi_app()
+
+    def route(environ: dict, start_response: Any) -> Any:
+        target = metrics if environ.get("PATH_INFO") == METRICS_PATH else api
+        return target(environ, start_response)
+    return route
 
 
 def main(argv: list[str] | None = None) -> int:

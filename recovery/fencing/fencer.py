@@ -11,6 +11,7 @@ from recovery import concurrency
 from recovery.exception import FencingError
 from recovery.exception import WaitTimeout
 from recovery.fencing.secret import Secret
+from recovery.metrics import METRICS
 from recovery.waiting import wait_for
 
 LOG = logging.getLogger(__name__)
@@ -105,6 +106,7 @@ class Fencer:
         deadline = started + self.timing.timeout
         progress = _Progress()
         LOG.info("Fencing %s: %s", self.settings.host, self.describe())
+        attempts = METRICS.fencing.labels
         try:
             for attempt in range(self.timing.attempts):
                 now = clock.monotonic()
@@ -112,12 +114,15 @@ class Fencer:
                     break
                 share = (deadline - now) / (self.timing.attempts - attempt)
                 if self._attempt(clock, now + share, progress):
+                    attempts(self.driver, "off").inc()
                     return self._done(clock.monotonic() - started, progress)
         except BmcRefused as exc:
+            attempts(self.driver, "refused").inc()
             LOG.error("Fencing %s failed: %s", self.settings.host, exc)
             raise
         finally:
             self._close()
+        attempts(self.driver, "not_off").inc()
         error = FencingError(self._failure(progress))
         LOG.error("Fencing %s failed: %s", self.settings.host, error)
         raise error

@@ -1,0 +1,207 @@
+"""What ``recovery-engine`` exports to Prometheus (``/metrics``), through
+the prometheus-client library.
+
+The engine's parts report to the one ``METRICS`` of the process as
+things happen (a Nova request answered, an instance recovered, a host
+fenced); what the store knows (notifications by status, each engine's
+runs, the arming switch) is read from it when Prometheus scrapes, so
+every engine that shares a database exports the same counts.
+
+Labels stay few: no instance, host or notification ever is one.
+"""
+
+import time
+from collections.abc import Callable
+from collections.abc import Iterator
+from typing import Any
+
+import prometheus_client
+from prometheus_client import core
+from prometheus_client.registry import Collector
+
+from recovery.results import InstanceResult
+from recovery.results import Outcome
+from recovery.results import Phase
+
+PREFIX = "recovery"
+# An instance comes back in seconds to minutes; a host, up to an hour.
+INSTANCE_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
+HOST_BUCKETS = (5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600)
+NOVA_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+BRAKE_REASONS = ("all_down", "too_many_down")
+
+
+class Metrics:
+    """Every metric of the process, in its own registry."""
+
+    def __init__(self) -> None:
+        self.registry = prometheus_client.CollectorRegistry()
+        reg = self.registry
+        self.instances = prometheus_client.Counter(
+            f"{PREFIX}_instances", "Instances that got an outcome, by "
+            "outcome (recovered, failed, skipped) and recovery method.",
+            ["outcome", "method"], registry=reg)
+        self.instance_seconds = prometheus_client.Histogram(
+            f"{PREFIX}_instance_recovery_seconds", "From an instance's "
+            "lock to its outcome, for recovered instances.",
+            buckets=INSTANCE_BUCKETS, registry=reg)
+        self.host_seconds = prometheus_client.Histogram(
+            f"{PREFIX}_host_recovery_seconds", "One attempt of a host "
+            "failure's recovery by this engine, from its start to its "
+            "end.", buckets=HOST_BUCKETS, registry=reg)
+        self.nova_requests = prometheus_client.Counter(
+            f"{PREFIX}_nova_requests", "Nova API calls (each retry "
+            "counts), by kind and result.", ["kind", "result"],
+            registry=reg)
+        self.nova_seconds = prometheus_client.Histogram(
+            f"{PREFIX}_nova_request_seconds", "Latency of Nova API calls, "
+            "rate-limiter wait included, by kind.", ["kind"],
+            buckets=NOVA_BUCKETS, registry=reg)
+        self.rate_limited = prometheus_client.Gauge(
+            f"{PREFIX}_nova_rate_limiter_waiting", "Nova requests waiting "
+            "for their turn under [nova] max_requests_per_second.",
+            registry=reg)
+        self.rate_limit_wait = prometheus_client.Counter(
+            f"{PREFIX}_nova_rate_limiter_wait_seconds", "Time Nova "
+            "requests spent waiting for their turn.", registry=reg)
+        self.holds = prometheus_client.Counter(
+            f"{PREFIX}_gate_holds", "Host recoveries held back by a "
+            "safety gate (window: the per-window cap; brake: the "
+            "mass-failure brake), one per look.", ["gate"], registry=reg)
+        self.brake = prometheus_client.Gauge(
+            f"{PREFIX}_brake_engaged", "1 while the mass-failure brake "
+            "holds host recoveries, by reason (all_down: every compute "
+            "looks down; too_many_down: over max_failed_hosts_percent).",
+            ["reason"], registry=reg)
+        for reason in BRAKE_REASONS:
+            self.brake.labels(reason).set(0)
+        self.fencing = prometheus_client.Counter(
+            f"{PREFIX}_fencing_attempts", "Host fencing attempts, by "
+            "driver and result (off: verified powered off).",
+            ["driver", "result"], registry=reg)
+        self.in_flight = prometheus_client.Gauge(
+            f"{PREFIX}_host_recoveries_in_flight", "Runs (host failures, "
+            "host returns, instance and process failures) this engine is "
+            "running.", registry=reg)
+        self.leases = prometheus_client.Gauge(
+            f"{PREFIX}_leases_held", "Runs whose lease this engine holds "
+            "and renews.", registry=reg)
+        self.renewals = prometheus_client.Counter(
+            f"{PREFIX}_lease_renewals", "Renewals of this engine's run "
+            "leases (every third of [engine] lease_seconds), by result "
+            "(renewed, lost, store_unavailable).", ["result"],
+            registry=reg)
+        self.leases_lost = prometheus_client.Counter(
+            f"{PREFIX}_leases_lost", "Run leases this engine lost (one "
+            "ran out, or another engine took its run over); it touches "
+            "Nova no more for that run.",
+            registry=reg)
+        self.heartbeat = prometheus_client.Gauge(
+            f"{PREFIX}_engine_loop_heartbeat_timestamp_seconds", "When "
+            "this engine's main loop last turned (Unix time).",
+            registry=reg)
+        self.detector_hosts = prometheus_client.Gauge(
+            f"{PREFIX}_detector_hosts", "Hosts the detector watches, by "
+            "state at its last poll (up; suspect: down within "
+            "grace_period; down: past it, failed or left alone).",
+            ["state"], registry=reg)
+
+    # -- what the engine's parts report -----------------------------------
+    def nova_call(self, kind: str) -> "_Timed":
+        """``with METRICS.nova_call("evacuate") as call: ...``; a call
+        that raises counts with its error's class name as its result."""
+        return _Timed(self, kind)
+
+    def instance_done(self, outcome: str, method: str | None,
+                      seconds: float | None) -> None:
+        self.instances.labels(outcome, method or "none").inc()
+        if seconds is not None:
+            self.instance_seconds.observe(seconds)
+
+    def watch_store(self, store: Any) -> None:
+        """Export what ``store`` knows at each scrape: notifications by
+        type and status, each engine's runs, the arming switch."""
+        self.registry.register(_StoreCollector(store))
+
+    def wsgi_app(self) -> Callable[..., Any]:
+        return prometheus_client.make_wsgi_app(self.registry)
+
+
+class InstanceOutcomes:
+    """A run's ``Recorder`` listener: counts each instance's outcome,
+    once, with the time it took when it was recovered."""
+
+    def __init__(self) -> None:
+        self._counted: set[str] = set()
+
+    def instance_changed(self, result: InstanceResult) -> None:
+        # An evacuated instance has its outcome before its unlock, and
+        # its time once done; a skipped one is done where it is.
+        done = result.phase is Phase.DONE or result.outcome is (
+            Outcome.SKIPPED)
+        if not done or result.outcome is None or (
+                result.uuid in self._counted):
+            return
+        self._counted.add(result.uuid)
+        seconds = None
+        if (result.outcome is Outcome.RECOVERED and result.started_at
+                and result.finished_at):
+            seconds = (result.finished_at
+                       - result.started_at).total_seconds()
+        METRICS.instance_done(result.outcome.value, result.method, seconds)
+
+    def step_changed(self, step: str, state: str, message: str) -> None:
+        """Steps are not counted."""
+
+
+class _Timed:
+    def __init__(self, metrics: Metrics, kind: str):
+        self._metrics, self._kind = metrics, kind
+
+    def __enter__(self) -> "_Timed":
+        self._start = time.perf_counter()
+        return self
+
+    def __exit__(self, kind: Any, error: Any, tb: Any) -> None:
+        result = "ok" if error is None else type(error).__name__
+        self._metrics.nova_requests.labels(self._kind, result).inc()
+        self._metrics.nova_seconds.labels(self._kind).observe(
+            time.perf_counter() - self._start)
+
+
+class _StoreCollector(Collector):
+    """Read at each scrape: one query for the notification counts, one
+    for the engines, one for the arming switch."""
+
+    def __init__(self, store: Any):
+        self._store = store
+
+    def collect(self) -> Iterator[core.Metric]:
+        counts = core.GaugeMetricFamily(
+            f"{PREFIX}_notifications", "Notifications in the store, by "
+            "type and status.", labels=["type", "status"])
+        for (type_, status), n in sorted(
+                self._store.count_notifications().items()):
+            counts.add_metric([type_, status], n)
+        yield counts
+        runs = core.GaugeMetricFamily(
+            f"{PREFIX}_engine_runs", "Runs each engine sharing the store "
+            "holds, by engine (host:pid).", labels=["engine"])
+        silent = core.GaugeMetricFamily(
+            f"{PREFIX}_engine_silent_seconds", "Seconds since each engine "
+            "last reported itself alive, by the database's clock; an "
+            "engine reports every third of [engine] lease_seconds.",
+            labels=["engine"])
+        for engine in self._store.engines():
+            runs.add_metric([engine.name], len(engine.runs))
+            silent.add_metric([engine.name], engine.silent_for)
+        yield runs
+        yield silent
+        yield core.GaugeMetricFamily(
+            f"{PREFIX}_armed", "1 while recoveries may start, 0 while "
+            "disarmed ('recovery disarm').",
+            value=1 if self._store.arming().armed else 0)
+
+
+#: The process's metrics: recovery-engine serves them.
+METRICS = Metrics()
