@@ -8,6 +8,7 @@ benchmark also prints its own table and writes benchmarks/results/*.json.
 
 from benchmarks import detector
 from benchmarks import latency
+from benchmarks import metrics
 from benchmarks import scale
 from benchmarks import store
 from benchmarks import ttr
@@ -19,6 +20,7 @@ def main() -> None:
     latency_data = latency.main()
     store_data = store.main()
     detector_data = detector.main()
+    metrics_data = metrics.main()
     rows = [
         ("TTR ratio engine/bound (real Nova, 50 instances, T=10)",
          ttr_data["ttr_ratio"], "<= 1.10"),
@@ -38,6 +40,11 @@ def main() -> None:
          detector_data["max_s"], f"<= {detector_data['target_s']:g}"),
         ("detector Nova requests per poll", detector_data[
             "idle_requests_per_poll"], "1"),
+    ]
+    rows += [
+        ("metrics' CPU per instance, 1,000 in flight (ms)",
+         metrics_data["cpu_ms_per_instance"], "report"),
+        ("one /metrics scrape (ms)", metrics_data["scrape_ms"], "report"),
     ]
     rows += [(f"store time per instance, {backend} (ms)",
               data["ms_per_instance"], "report")
