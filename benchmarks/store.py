@@ -6,8 +6,10 @@ each backend (SQLite, PostgreSQL, MariaDB/MySQL).
 One engine's writes for a host recovery, in the order the engine makes
 them: the intake (durable before the 202), the claim under the claims
 lock, then per instance the journal entries of its phases and the step
-events, each checked against the run's lease (the fencing token), then
-the lease renewals and the finish. The servers are the local ones the
+events, each checked against the run's lease (the fencing token), with
+the decision log's events the engine writes in those transactions (an
+instance's evacuation and outcome), then the lease renewals and the
+finish. The servers are the local ones the
 tests use (tests/databases.py: RECOVERY_TEST_POSTGRESQL_URL and
 RECOVERY_TEST_MYSQL_URL override them); a backend that is not there is
 skipped with one line.
@@ -26,6 +28,8 @@ import sqlalchemy as sa
 
 from benchmarks import common
 from recovery.db.claims import Holder
+from recovery.db.events import Decision
+from recovery.db.events import EventKind
 from recovery.db.store import open_store
 from recovery.notification import Kind
 from recovery.notification import Status
@@ -58,7 +62,8 @@ def _host_recovery(store, samples, host: str) -> None:
                   type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
                   hostname=host, generated_time=now,
                   payload={"event": "STOPPED"}, origin="api",
-                  status=Status.NEW, now=now)
+                  status=Status.NEW, now=now, event=Decision(
+                      "api", host, EventKind.RECEIVED, "COMPUTE_HOST"))
     taken = _timed(samples, "claim (take)", store.take, item, OWNER, LEASE)
     holder = Holder(OWNER, taken.version, LEASE)
     _timed(samples, "step event", store.add_step_event, taken.uuid,
@@ -67,18 +72,26 @@ def _host_recovery(store, samples, host: str) -> None:
     for n in range(INSTANCES):
         result = InstanceResult(uuid=f"{host}-vm-{n}", name=f"vm-{n}",
                                 source_host=host, original_state="active")
+        subject = f"{result.name} ({result.uuid})"
         for phase in PHASES:
             result.phase = phase
+            event = None
+            if phase is Phase.EVACUATING:
+                event = Decision(OWNER, subject, EventKind.EVACUATING,
+                                 f"evacuating from {host} (auto)")
             if phase is Phase.DONE:
                 result.outcome = Outcome.RECOVERED
+                event = Decision(OWNER, subject, EventKind.RECOVERED,
+                                 f"evacuated from {host} (auto)")
             _timed(samples, "journal entry (save_instance)",
                    store.save_instance, taken.uuid, result, now,
-                   holder=holder)
+                   holder=holder, event=event)
         if n % 10 == 0:
             _timed(samples, "lease renewal", store.renew, taken.uuid,
                    holder=holder)
     _timed(samples, "finish", store.finish, taken.uuid, Status.FINISHED,
-           "done", holder=holder)
+           "done", holder=holder, event=Decision(
+               OWNER, host, EventKind.FINISHED, "done"))
 
 
 def _measure(url: str) -> dict[str, Any]:

@@ -3,15 +3,19 @@ classified once, given its first status, and stored.
 
 ``new`` for what the engine acts on; ``ignored``, with the reason, for
 what it does not (a disabled segment, a host on maintenance, an event no
-flow acts on, a host failure nobody vouched for).
+flow acts on, a host failure nobody vouched for). Either is the first
+event of the notification, its origin's decision.
 """
 
 import datetime
 from typing import Any
 
+from recovery.db.events import Decision
+from recovery.db.events import EventKind
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
 from recovery.db.store import Store
+from recovery.notification import DEFAULT_EVENT
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
@@ -36,13 +40,33 @@ def accept(store: Store, *, type: str, hostname: str,
     status, reason = initial_status(kind, payload, record)
     if status is Status.NEW and ignore is not None:
         status, reason = Status.IGNORED, ignore
+    what = describe(type, payload)
+    if status is Status.NEW:
+        event = Decision(origin, hostname, EventKind.RECEIVED,
+                         f"{what}; {note}" if note else what)
+    else:
+        event = Decision(origin, hostname, EventKind.IGNORED,
+                         f"{what}: {reason}")
     return store.add(
         type=type, kind=kind, hostname=hostname,
         generated_time=generated_time, payload=payload, origin=origin,
         status=status, message=reason or note,
         source_host_uuid=record and record[0].uuid,
         failover_segment_uuid=record and record[1].uuid, now=now,
-        duplicate_window=duplicate_window, detection=detection)
+        duplicate_window=duplicate_window, detection=detection,
+        event=event)
+
+
+def describe(type: str, payload: dict[str, Any]) -> str:
+    """What a notification says, in a few words."""
+    if type == "VM":
+        return (f"VM {payload['event']}/{payload['vir_domain_event']} of "
+                f"instance {payload['instance_uuid']}")
+    if type == "PROCESS":
+        return f"PROCESS {payload['process_name']} {payload['event']}"
+    status = payload.get("host_status")
+    return (f"{type} {payload.get('event', DEFAULT_EVENT)}"
+            + (f", host_status {status}" if status else ""))
 
 
 # The (event, vir_domain_event) pairs of a VM notification that mean the

@@ -61,6 +61,8 @@ class NotificationAPI:
             return {"GET": lambda: self.show(req, uuid)}
         if rest == ["vmoves"]:
             return {"GET": lambda: self.vmove_index(req, uuid)}
+        if rest == ["events"]:
+            return {"GET": lambda: self.events(uuid)}
         if rest[0] == "vmoves" and len(rest) == 2:
             return {"GET": lambda: self.vmove_show(uuid, rest[1])}
         return None
@@ -135,6 +137,12 @@ class NotificationAPI:
             body["recovery_workflow_details"] = views.workflow_details(
                 self.store.step_events(uuid))
         return http.respond(200, {"notification": body})
+
+    def events(self, uuid: str) -> webob.Response:
+        """The notification's decision log, in order (recovery's own)."""
+        self.store.get(uuid)
+        return http.respond(200, {"events": [
+            views.event(e) for e in self.store.events(uuid)]})
 
     def _vmoves(self, uuid: str) -> list[dict[str, Any]]:
         notification = self.store.get(uuid)

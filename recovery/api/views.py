@@ -4,6 +4,7 @@ import datetime
 import uuid
 from typing import Any
 
+from recovery.db.events import Event
 from recovery.db.journal import JournalEntry
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
@@ -54,6 +55,19 @@ def workflow_details(events: list[StepEvent]) -> list[dict[str, Any]]:
             "timestamp": timestamp(event.created_at),
             "progress": event.progress, "message": event.message})
     return list(steps.values())
+
+
+def event(item: Event) -> dict[str, Any]:
+    """One entry of the decision log: who decided what, and why."""
+    return {
+        "id": item.id,
+        "notification_uuid": item.notification_uuid,
+        "created_at": timestamp(item.created_at),
+        "actor": item.actor,
+        "subject": item.subject,
+        "kind": item.kind,
+        "message": item.message,
+    }
 
 
 VMOVE_STATUS = {Outcome.RECOVERED: "succeeded", Outcome.FAILED: "failed",

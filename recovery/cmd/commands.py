@@ -8,7 +8,8 @@ segment or notification, invalid input, or a name already taken, 3
 refused for safety (a host that heartbeats, one that another live
 process is recovering, a host return while guests still move away,
 recovery disarmed, or a segment or host edit while one of the segment's
-hosts is being recovered).
+hosts is being recovered), 4 the run 'notifications watch' follows had not
+ended within its --timeout.
 """
 
 import argparse
@@ -24,11 +25,17 @@ from oslo_log import log
 from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.api import validation
+from recovery.cmd import events
+from recovery.cmd import live
 from recovery.cmd import output
 from recovery.cmd import segments
+from recovery.cmd import watch
 from recovery.concurrency import Clock
 from recovery.db import connection
 from recovery.db.claims import this_process
+from recovery.db.events import Decision
+from recovery.db.events import EventKind
+from recovery.db.store import Store
 from recovery.db.store import open_conf_store
 from recovery.engine import runner
 from recovery.engine.lease import Lease
@@ -43,8 +50,11 @@ from recovery.notification import Status
 from recovery.notification import classify
 from recovery.nova import Nova
 from recovery.nova import load_nova
+from recovery.results import Outcome
+from recovery.results import Recorder
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
+EXIT_TIMEOUT = 4
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -105,12 +115,15 @@ def build_parser() -> argparse.ArgumentParser:
                          help="At most this many (default: 50).")
     listing.add_argument("--format", choices=("table", "json"),
                          default="table")
-    show = actions.add_parser("show", help="One notification with its steps "
-                                           "and per-instance results.")
+    show = actions.add_parser("show", help="One notification with its "
+                                           "steps, per-instance results "
+                                           "and events.")
     show.add_argument("uuid")
     show.add_argument("--format", choices=("table", "json"),
                       default="table")
+    watch.add_parser(actions)
     segments.add_parsers(commands)
+    events.add_parser(commands)
     database = commands.add_parser(
         "db", help="The store's schema.",
         description="A shared database (PostgreSQL, MariaDB/MySQL) is "
@@ -156,8 +169,11 @@ def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
                               fencer=fencing.for_host(args.host),
                               dry_run=True, placement=methods)
     else:
-        report = _recorded_run(conf, args.host, "STOPPED", nova, clock,
-                               fencing).report
+        # The live view on a terminal; a script gets the lines.
+        with live.progress(f"host-failure {args.host}", clock, sys.stderr,
+                           wanted=args.format == "table") as listener:
+            report = _recorded_run(conf, args.host, "STOPPED", nova, clock,
+                                   fencing, listener).report
     render = output.render_json if args.format == "json" else (
         output.render_table)
     print(render(report))
@@ -167,7 +183,8 @@ def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
 def host_return(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     clock = Clock()
     result = _recorded_run(conf, args.host, "STARTED",
-                           _load_nova(conf, clock), clock, load_fencing(conf))
+                           _load_nova(conf, clock), clock, load_fencing(conf),
+                           output.ProgressPrinter())
     print(result.message)
     return EXIT_OK
 
@@ -179,7 +196,7 @@ def _load_nova(conf: cfg.ConfigOpts, clock: Clock) -> Nova:
 
 def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
                   nova: Nova, clock: Clock,
-                  fencing: Fencing) -> runner.Attempt:
+                  fencing: Fencing, listener: Recorder) -> runner.Attempt:
     """Run ``event`` for ``host`` as a notification in the store,
     journaled like the engine's: an interrupted run is resumed by the next
     one (or by recovery-engine), and shows in 'recovery notifications'.
@@ -193,10 +210,12 @@ def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
             f"run 'recovery arm' first")
     seconds = conf.engine.lease_seconds
     payload = {"event": event}
+    # Who decides, in the events: the operator.
+    actor = _operator()
     sent_at = clock.monotonic()
     notification, resumed = store.claim_host(
         hostname=host, kind=classify("COMPUTE_HOST", payload),
-        owner=this_process(), lease=seconds, payload=payload)
+        owner=this_process(), lease=seconds, payload=payload, actor=actor)
     if resumed:
         print(f"Resuming the interrupted run {notification.uuid}",
               file=sys.stderr)
@@ -209,7 +228,8 @@ def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
                   settings=Settings.from_conf(conf),
                   recorder=runner.StoreRecorder(
                       store, lease, clock,
-                      listener=output.ProgressPrinter()))
+                      listener=listener, notification=notification,
+                      actor=actor))
         result = runner.attempt(env, store, notification, fencing)
     finally:
         keeper.close()
@@ -217,7 +237,9 @@ def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
     # engine to retry on its own.
     status = (Status.FINISHED if result.status is Status.FINISHED
               else Status.FAILED)
-    lease.write(store.finish, notification.uuid, status, result.message)
+    lease.write(store.finish, notification.uuid, status, result.message,
+                event=Decision(actor, host, EventKind(status.value),
+                               result.message))
     if result.error is not None:
         raise result.error
     print(f"Recorded as notification {notification.uuid}: 'recovery "
@@ -225,10 +247,15 @@ def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
     return result
 
 
+def _operator() -> str:
+    """The operator running this command: user@host."""
+    return f"{getpass.getuser()}@{socket.gethostname()}"
+
+
 def set_arming(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     armed = args.command == "arm"
     arming = open_conf_store(conf).set_arming(
-        armed, f"{getpass.getuser()}@{socket.gethostname()}",
+        armed, _operator(),
         None if armed else args.reason, Clock().now())
     print(output.render_arming(arming))
     return EXIT_OK
@@ -254,10 +281,28 @@ def notifications(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
         items = store.list_notifications(filters=filters, limit=args.limit)
         print(output.render_notifications(items, args.format))
         return EXIT_OK
+    if args.action == "watch":
+        return watch_notification(store, args)
     item = store.get(args.uuid)
     print(output.render_notification(item, store.step_events(item.uuid),
-                                     store.journal(item.uuid), args.format))
+                                     store.journal(item.uuid), args.format,
+                                     store.events(item.uuid)))
     return EXIT_OK
+
+
+def watch_notification(store: Store, args: argparse.Namespace) -> int:
+    """Follow the run until it ends; exit as its command would: 0 when
+    it finished (or was ignored) with no failed instance, else 1."""
+    try:
+        item = watch.follow(store, args.uuid, Clock(), args.timeout,
+                            sys.stdout)
+    except exception.WaitTimeout as exc:
+        return _fail(EXIT_TIMEOUT, f"{exc}; the run goes on: watch it "
+                                   f"again, or 'recovery notifications "
+                                   f"show {args.uuid}'")
+    failed = item.status is Status.FAILED or any(
+        r.outcome is Outcome.FAILED for r in store.journal(item.uuid))
+    return EXIT_FAILED if failed else EXIT_OK
 
 
 def db(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
@@ -295,7 +340,7 @@ COMMANDS = {"host-failure": host_failure, "host-return": host_return,
             "notifications": notifications, "disarm": set_arming,
             "arm": set_arming, "status": status,
             "segment": segments_and_hosts, "host": segments_and_hosts,
-            "db": db}
+            "db": db, "events": events.run}
 
 
 def main(argv: list[str] | None = None) -> int:

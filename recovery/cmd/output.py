@@ -10,6 +10,7 @@ import prettytable
 from recovery.api import views
 from recovery.db.control import Arming
 from recovery.db.control import EngineRecord
+from recovery.db.events import Event
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
 from recovery.notification import Notification
@@ -111,11 +112,13 @@ def render_notifications(items: list[Notification], fmt: str) -> str:
 
 
 def render_notification(item: Notification, steps: list[StepEvent],
-                        journal: list[InstanceResult], fmt: str) -> str:
+                        journal: list[InstanceResult], fmt: str,
+                        events: list[Event]) -> str:
     if fmt == "json":
         body = views.notification(item)
         body["recovery_workflow_details"] = views.workflow_details(steps)
         body["instances"] = [r.to_dict() for r in journal]
+        body["events"] = [views.event(e) for e in events]
         return json.dumps(body, indent=2, sort_keys=True)
     lines = [f"Notification {item.uuid}: {item.type} {item.event} "
              f"{item.hostname}, "
@@ -129,7 +132,33 @@ def render_notification(item: Notification, steps: list[StepEvent],
                      f"({last['message']})")
     report = HostReport(item.hostname, item.created_at, instances=journal)
     lines.append(render_table(report))
+    lines.append(f"Events:\n{_events_table(events, across=False)}")
     return "\n".join(lines)
+
+
+def render_events(items: list[Event], fmt: str) -> str:
+    """Events of any notifications, in the order they were recorded."""
+    if fmt == "json":
+        return json.dumps([views.event(e) for e in items], indent=2)
+    return _events_table(items, across=True)
+
+
+def _events_table(items: list[Event], across: bool) -> str:
+    """``across`` notifications: with a column that says whose."""
+    columns = ["Time (UTC)", "Actor", "Subject", "Kind", "Message"]
+    if across:
+        columns.insert(1, "Notification")
+    table = prettytable.PrettyTable(columns)
+    table.align = "l"
+    # Long reasons wrap rather than widen every row.
+    table.max_width["Message"] = 72
+    for e in items:
+        row = [f"{e.created_at:%Y-%m-%d %H:%M:%S}", e.actor, e.subject,
+               e.kind, e.message]
+        if across:
+            row.insert(1, e.notification_uuid or "-")
+        table.add_row(row)
+    return table.get_string()
 
 
 # Masakari's soft-delete fields: always the same here, not worth a row.

@@ -26,6 +26,9 @@ from typing import Any
 import sqlalchemy as sa
 
 from recovery import exception
+from recovery.db import events
+from recovery.db.events import Decision
+from recovery.db.events import EventKind
 from recovery.db.notifications import NotificationStore
 from recovery.db.notifications import canonical_payload
 from recovery.db.notifications import row_to_notification
@@ -125,8 +128,10 @@ class ClaimStore(NotificationStore):
                 or owner_gone(item.owner))
 
     def _take(self, conn: Any, item: Notification, owner: str,
-              now: datetime.datetime, lease: float) -> Notification | None:
-        """Compare-and-swap ``item`` to running under ``owner``."""
+              now: datetime.datetime, lease: float,
+              actor: str) -> Notification | None:
+        """Compare-and-swap ``item`` to running under ``owner``, recorded
+        as ``actor``'s claim, or its takeover of an abandoned run."""
         resumed = item.status is Status.RUNNING
         values = dict(status=Status.RUNNING.value, owner=owner,
                       lease_until=_later(now, lease),
@@ -140,6 +145,19 @@ class ClaimStore(NotificationStore):
             notifications.c.version == item.version).values(**values))
         if done.rowcount != 1:
             return None
+        attempt = values["attempts"]
+        if resumed:
+            why = ("its process has exited" if owner_gone(item.owner)
+                   else f"its lease ran out at "
+                        f"{item.lease_until:%H:%M:%S} UTC")
+            decision = Decision(
+                actor, item.hostname, EventKind.TAKEN_OVER,
+                f"taken over from {item.owner} ({why}): attempt {attempt} "
+                f"resumes from its journal on {owner}")
+        else:
+            decision = Decision(actor, item.hostname, EventKind.CLAIMED,
+                                f"attempt {attempt} starts on {owner}")
+        events.insert(conn, item.uuid, now, decision)
         return dataclasses.replace(item, status=Status.RUNNING,
                                    **{k: v for k, v in values.items()
                                       if k != "status"})
@@ -197,12 +215,14 @@ class ClaimStore(NotificationStore):
                     and len(self._started_within(conn, now, window[1]))
                     >= window[0]):
                 return None
-            return self._take(conn, current, owner, now, lease)
+            return self._take(conn, current, owner, now, lease, owner)
 
-    def hold(self, item: Notification, message: str, delay: float) -> bool:
+    def hold(self, item: Notification, message: str, delay: float, *,
+             event: Decision | None = None) -> bool:
         """Leave ``item`` waiting (new or error, attempts untouched) with
         the reason, for ``delay`` seconds. False if it changed
-        meanwhile."""
+        meanwhile. ``event`` is recorded unless it is what the
+        notification's last event says already."""
         with self._tx() as conn:
             now = self.lease_clock(conn)
             done = conn.execute(notifications.update().where(
@@ -210,6 +230,9 @@ class ClaimStore(NotificationStore):
                 notifications.c.version == item.version).values(
                     message=message, next_attempt_at=_later(now, delay),
                     updated_at=now, version=item.version + 1))
+            if (done.rowcount == 1 and event is not None
+                    and not events.repeats(conn, item.uuid, event)):
+                events.insert(conn, item.uuid, now, event)
         return done.rowcount == 1
 
     def _started_within(self, conn: Any, now: datetime.datetime,
@@ -228,11 +251,13 @@ class ClaimStore(NotificationStore):
                                         seconds)
 
     def claim_host(self, *, hostname: str, kind: Kind, owner: str,
-                   lease: float, payload: dict[str, Any]
-                   ) -> tuple[Notification, bool]:
+                   lease: float, payload: dict[str, Any],
+                   actor: str | None = None) -> tuple[Notification, bool]:
         """Claim a run of ``hostname`` for the CLI: resume an abandoned
         one (returned with True), or record a new one. Raise
-        ``RecoveryInProgress`` if a live process is recovering the host."""
+        ``RecoveryInProgress`` if a live process is recovering the host.
+        The claim's event names ``actor`` (the operator), or ``owner``."""
+        actor = actor or owner
         with self._tx() as conn:
             lock_claims(conn)
             now = self.lease_clock(conn)
@@ -254,7 +279,7 @@ class ClaimStore(NotificationStore):
                         f"(notification {item.uuid}) must finish first: "
                         f"run 'recovery {_COMMANDS[item.kind]} "
                         f"{hostname}'")
-                taken = self._take(conn, item, owner, now, lease)
+                taken = self._take(conn, item, owner, now, lease, actor)
                 if taken is not None:
                     return taken, True
             # In the transaction of the check: no engine or other CLI can
@@ -267,6 +292,10 @@ class ClaimStore(NotificationStore):
                 status=Status.RUNNING.value, attempts=1, owner=owner,
                 started_at=now, lease_until=_later(now, lease),
                 version=0, created_at=now, updated_at=now))
+            events.insert(conn, uuid, now, Decision(
+                actor, hostname, EventKind.CLAIMED,
+                f"run by hand ('recovery {_COMMANDS[kind]} {hostname}'): "
+                f"attempt 1 starts on {owner}"))
             return self._read(conn, uuid), False
 
     def renew(self, uuid: str, *, holder: Holder) -> None:
@@ -276,10 +305,11 @@ class ClaimStore(NotificationStore):
             hold_run(conn, uuid, holder, self.lease_clock(conn))
 
     def finish(self, uuid: str, status: Status, message: str, *,
-               holder: Holder, retry_in: float | None = None) -> None:
+               holder: Holder, retry_in: float | None = None,
+               event: Decision | None = None) -> None:
         """End ``holder``'s run of a notification; ``retry_in`` seconds
         until the next attempt may start. ``LeaseLost`` if it no longer
-        holds the run."""
+        holds the run. ``event``: recorded with the end."""
         with self._tx() as conn:
             now = self.lease_clock(conn)
             hold_run(conn, uuid, holder, now)
@@ -290,3 +320,5 @@ class ClaimStore(NotificationStore):
                     next_attempt_at=(None if retry_in is None
                                      else _later(now, retry_in)),
                     version=notifications.c.version + 1))
+            if event is not None:
+                events.insert(conn, uuid, now, event)

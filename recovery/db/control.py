@@ -6,6 +6,7 @@ import datetime
 
 import sqlalchemy as sa
 
+from recovery.db import events
 from recovery.db.tables import arming
 from recovery.db.tables import engines
 from recovery.db.tables import notifications
@@ -54,12 +55,21 @@ class ControlStore(Transactional):
 
     def set_arming(self, armed: bool, changed_by: str, reason: str | None,
                    now: datetime.datetime) -> Arming:
+        """Arm or disarm, recorded as ``changed_by``'s decision."""
         values = dict(armed=armed, changed_by=changed_by, reason=reason,
                       changed_at=now)
+        if armed:
+            kind, why = (events.EventKind.ARMED, "recoveries start again; "
+                         "what waited runs if it is still valid")
+        else:
+            kind, why = (events.EventKind.DISARMED, f"no recovery starts "
+                         f"until 'recovery arm': {reason}")
+        decision = events.Decision(changed_by, "all hosts", kind, why)
         with self._tx() as conn:
             if not conn.execute(arming.update().where(
                     arming.c.id == 1).values(**values)).rowcount:
                 conn.execute(arming.insert().values(id=1, **values))
+            events.insert(conn, None, now, decision)
         return Arming(**values)
 
     def engine_seen(self, name: str, host: str, pid: int | None) -> None:

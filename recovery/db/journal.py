@@ -12,6 +12,8 @@ import sqlalchemy as sa
 
 from recovery.db.claims import Holder
 from recovery.db.claims import hold_run
+from recovery.db.events import Decision
+from recovery.db.events import insert as insert_event
 from recovery.db.tables import instance_journal
 from recovery.db.tables import step_events
 from recovery.db.transaction import Transactional
@@ -47,15 +49,18 @@ class JournalStore(Transactional):
     def add_step_event(self, uuid: str, step: str, state: str,
                        progress: float, message: str,
                        now: datetime.datetime,
-                       holder: Holder | None = None) -> None:
-        """Record a step event; with ``holder``, only while it holds the
-        run (``LeaseLost`` otherwise)."""
+                       holder: Holder | None = None,
+                       event: Decision | None = None) -> None:
+        """Record a step event, and ``event`` with it; with ``holder``,
+        only while it holds the run (``LeaseLost`` otherwise)."""
         with self._tx() as conn:
             if holder is not None:
                 hold_run(conn, uuid, holder, self.lease_clock(conn))
             conn.execute(step_events.insert().values(
                 notification_uuid=uuid, step=step, state=state,
                 progress=progress, message=message, created_at=now))
+            if event is not None:
+                insert_event(conn, uuid, now, event)
 
     def step_events(self, uuid: str) -> list[StepEvent]:
         with self._tx() as conn:
@@ -68,9 +73,11 @@ class JournalStore(Transactional):
     # -- journal -------------------------------------------------------------
     def save_instance(self, uuid: str, result: InstanceResult,
                       now: datetime.datetime,
-                      holder: Holder | None = None) -> None:
-        """Write the instance's entry; with ``holder``, only while it holds
-        the run: the fencing check of the side effect it announces."""
+                      holder: Holder | None = None,
+                      event: Decision | None = None) -> None:
+        """Write the instance's entry, and ``event`` with it; with
+        ``holder``, only while it holds the run: the fencing check of the
+        side effect it announces."""
         values = dict(
             name=result.name, source_host=result.source_host,
             dest_host=result.dest_host,
@@ -85,6 +92,8 @@ class JournalStore(Transactional):
         with self._tx() as conn:
             if holder is not None:
                 hold_run(conn, uuid, holder, self.lease_clock(conn))
+            if event is not None:
+                insert_event(conn, uuid, now, event)
             if conn.execute(_UPDATE_JOURNAL, {**values, **keys}).rowcount:
                 return
             conn.execute(_INSERT_JOURNAL, {

@@ -16,6 +16,8 @@ from oslo_db import exception as db_exc
 
 from recovery import exception
 from recovery.db import paging
+from recovery.db.events import Decision
+from recovery.db.events import insert as insert_event
 from recovery.db.tables import notifications
 from recovery.db.transaction import Transactional
 from recovery.notification import IN_FLIGHT
@@ -60,13 +62,14 @@ class NotificationStore(Transactional):
             message: str | None = None, source_host_uuid: str | None = None,
             failover_segment_uuid: str | None = None,
             duplicate_window: float = 0,
-            detection: str | None = None) -> Notification:
+            detection: str | None = None,
+            event: Decision | None = None) -> Notification:
         """Store a notification; raise ``Duplicate`` if the same type, host
         and payload arrived with a generated_time within the window.
 
         ``detection`` (the detector's): the failure's name. ``Duplicate``
         if it was stored already, by any engine, or if the host has an
-        open host failure from anyone."""
+        open host failure from anyone. ``event``: recorded with it."""
         values = dict(
             uuid=str(uuidlib.uuid4()), type=type, kind=kind.value,
             hostname=hostname, source_host_uuid=source_host_uuid,
@@ -102,6 +105,8 @@ class NotificationStore(Transactional):
                 # Another engine stored it since the check.
                 raise exception.Duplicate(
                     f"{detection} was detected already") from exc
+            if event is not None:
+                insert_event(conn, values["uuid"], now, event)
             # Read back in the same transaction: once it commits, the
             # caller has the notification (no second round trip to fail
             # after the notification was stored).
@@ -155,6 +160,14 @@ class NotificationStore(Transactional):
                 sort_dir=sort_dir, marker=marker, limit=limit,
                 marker_where=marker and paging.by_id_or(
                     notifications, marker, notifications.c.uuid))]
+
+    def count_notifications(self) -> dict[tuple[str, str], int]:
+        """How many notifications of each (type, status) are stored."""
+        with self._tx() as conn:
+            return {(r.type, r.status): r.n for r in conn.execute(
+                sa.select(notifications.c.type, notifications.c.status,
+                          sa.func.count().label("n")).group_by(
+                    notifications.c.type, notifications.c.status))}
 
     # -- what the gates and the crash-loop brake count -----------------------
     def last_host_failure(self, hostname: str) -> str | None:

@@ -10,7 +10,8 @@ notification) is atomic across processes.
 ``Store`` is one face over its parts, each in its own module by what it
 owns: notifications (``notifications``) and who runs them (``claims``),
 what runs did (``journal``), the engine's control state (``control``),
-and failover segments (``segments``). Every part runs its transactions
+failover segments (``segments``), and the operator's decision log
+(``events``). Every part runs its transactions
 through one choke point (``transaction``), where database errors become
 the project's.
 """
@@ -24,11 +25,13 @@ from recovery import exception
 from recovery.db import connection
 from recovery.db.claims import ClaimStore
 from recovery.db.control import ControlStore
+from recovery.db.events import EventStore
 from recovery.db.journal import JournalStore
 from recovery.db.segments import SegmentStore
 
 
-class Store(ClaimStore, JournalStore, ControlStore, SegmentStore):
+class Store(ClaimStore, JournalStore, ControlStore, SegmentStore,
+            EventStore):
     def __init__(self, engine: sa.engine.Engine):
         self._engine = engine
 

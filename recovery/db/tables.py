@@ -74,6 +74,24 @@ step_events = sa.Table(
     sa.Index("ix_step_events_notification", "notification_uuid"),
 )
 
+# The operator's decision log (recovery.db.events): who decided what,
+# about which host or instance, and why. No notification for what comes
+# before one (the detector's suspects).
+events = sa.Table(
+    "events", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),
+    sa.Column("notification_uuid", sa.String(36),
+              sa.ForeignKey("notifications.uuid")),
+    sa.Column("created_at", UTCDateTime, nullable=False),
+    sa.Column("actor", sa.String(255), nullable=False),
+    # A host's name, or an instance's "name (uuid)".
+    sa.Column("subject", sa.String(300), nullable=False),
+    sa.Column("kind", sa.String(32), nullable=False),
+    sa.Column("message", sa.Text, nullable=False),
+    sa.Index("ix_events_created_at", "created_at"),
+    sa.Index("ix_events_notification", "notification_uuid", "id"),
+)
+
 instance_journal = sa.Table(
     "instance_journal", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=True),

@@ -36,8 +36,11 @@ from recovery import exception
 from recovery import intake
 from recovery import probe
 from recovery.census import Census
+from recovery.db.events import Decision
+from recovery.db.events import EventKind
 from recovery.db.store import Store
 from recovery.fencing import Fencing
+from recovery.metrics import METRICS
 from recovery.models import ComputeService
 from recovery.notification import DETECTOR
 from recovery.nova import Nova
@@ -121,6 +124,10 @@ class Detector:
             LOG.warning("detector: cannot list Nova's services: %s", exc)
             return
         cycle = self._judge(census, now)
+        suspect = len(cycle.suspects)
+        for state, count in (("up", cycle.up), ("suspect", suspect),
+                             ("down", cycle.watched - cycle.up - suspect)):
+            METRICS.detector_hosts.labels(state).set(count)
         if cycle.shape() != self._last_shape:
             LOG.info("%s", cycle.line())
             self._last_shape = cycle.shape()
@@ -152,8 +159,18 @@ class Detector:
                 continue
             if census.heartbeats(service):
                 up += 1
+                if host in self._suspects:
+                    self._tell(host, EventKind.CLEARED, (
+                        f"nova-compute heartbeats again, "
+                        f"{now - self._suspects[host]:.0f} s after it was "
+                        f"seen down"))
                 continue
             down.add(host)
+            if host not in self._suspects:
+                self._tell(host, EventKind.SUSPECT, (
+                    f"nova-compute seen down ({census.describe(service)}); "
+                    f"failed if no heartbeat comes within grace_period "
+                    f"{grace:g} s"))
             since = self._suspects.setdefault(host, now)
             if now - since < grace:
                 suspects.append((host, now - since))
@@ -170,6 +187,12 @@ class Detector:
             del self._returning[host]
         return Cycle(len(watched), up, tuple(suspects), tuple(decisions),
                      tuple(returns))
+
+    def _tell(self, host: str, kind: EventKind, message: str) -> None:
+        """Record what the detector saw of ``host``, before any
+        notification."""
+        self.store.add_event(Decision(DETECTOR, host, kind, message),
+                             self.clock.now())
 
     def _returned(self, host: str, now: float) -> list[str]:
         """A recovered host heartbeats again: once it has for the grace

@@ -21,6 +21,8 @@ from oslo_config import cfg
 from recovery import concurrency
 from recovery.census import Census
 from recovery.db.store import Store
+from recovery.metrics import BRAKE_REASONS
+from recovery.metrics import METRICS
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.nova import Nova
@@ -33,6 +35,8 @@ class Hold:
     message: str
     # Seconds until the notification is looked at again.
     delay: float
+    # The message without its times: the same while the cause lasts.
+    cause: str
 
 
 class Gates:
@@ -48,8 +52,13 @@ class Gates:
         failure passes."""
         if notification.kind is not Kind.HOST_FAILURE:
             return None
-        hold = self._window() or self._brake(notification)
-        if hold is None:
+        for gate, look in (("window", self._window),
+                           ("brake", lambda: self._brake(notification))):
+            hold = look()
+            if hold is not None:
+                METRICS.holds.labels(gate).inc()
+                break
+        else:
             return None
         # Never due at once again, or the loop would spin on it.
         return dataclasses.replace(hold, delay=max(hold.delay, 1.0))
@@ -70,10 +79,11 @@ class Gates:
         # The start that must leave the window before another may begin.
         delay = seconds - ages[len(ages) - cap]
         until = self._clock.now() + datetime.timedelta(seconds=delay)
-        return Hold(f"waiting: {len(ages)} host recoveries started in "
-                    f"the last {seconds:g} s, the most "
-                    f"max_host_recoveries_per_window allows; the next may "
-                    f"start at {until:%H:%M:%S} UTC", delay)
+        cause = (f"waiting: {len(ages)} host recoveries started in the "
+                 f"last {seconds:g} s, the most "
+                 f"max_host_recoveries_per_window allows")
+        return Hold(f"{cause}; the next may start at {until:%H:%M:%S} UTC",
+                    delay, cause)
 
     def _brake(self, notification: Notification) -> Hold | None:
         group = self._conf.safety
@@ -83,17 +93,21 @@ class Gates:
         failed = down | (self._store.hosts_in_recovery() & computes)
         failed.add(notification.hostname)
         share = 100 * len(failed) / max(len(computes), 1)
-        verdict = None
+        verdict = reason = None
         if computes and down == computes:
+            reason = "all_down"
             verdict = (f"every one of the {len(computes)} compute services "
                        f"looks down at once: recovery is more likely cut "
                        f"off from Nova's hosts, or Nova's control plane is "
                        f"failing, than looking at dead hosts")
         elif share > group.max_failed_hosts_percent:
+            reason = "too_many_down"
             verdict = (f"{len(failed)} of {len(computes)} compute services "
                        f"are down or in recovery ({share:.0f}% > "
                        f"max_failed_hosts_percent "
                        f"{group.max_failed_hosts_percent}%)")
+        for each in BRAKE_REASONS:
+            METRICS.brake.labels(each).set(each == reason)
         if verdict is None:
             self._last_verdict = None
             return None
@@ -107,5 +121,6 @@ class Gates:
                       "you have verified it is dead.", verdict,
                       ", ".join(sorted(failed)), group.recheck_interval)
             self._last_verdict = verdict
-        return Hold(f"held by the mass-failure brake: {verdict}; looking "
-                    f"again at {until:%H:%M:%S} UTC", group.recheck_interval)
+        cause = f"held by the mass-failure brake: {verdict}"
+        return Hold(f"{cause}; looking again at {until:%H:%M:%S} UTC",
+                    group.recheck_interval, cause)

@@ -14,6 +14,8 @@ from collections.abc import Callable
 
 from recovery import concurrency
 from recovery import exception
+from recovery.db.events import Decision
+from recovery.db.events import EventKind
 from recovery.db.store import Store
 from recovery.engine.lease import Lease
 from recovery.fencing import Fencing
@@ -30,10 +32,47 @@ from recovery.notification import Status
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
+from recovery.results import Phase
 from recovery.results import Recorder
 from recovery.results import StepState
 
 LOG = logging.getLogger(__name__)
+
+
+# The host-failure steps whose changes are decisions about the host: the
+# event each records, in its own words or (None) the step's message.
+_HOST_DECISIONS: dict[tuple[str, StepState], tuple[EventKind, str | None]] = {
+    ("fence", StepState.SUCCESS): (EventKind.FENCED, None),
+    ("fence", StepState.FAILURE): (EventKind.FENCE_FAILED, None),
+    ("liveness-probe", StepState.SUCCESS): (EventKind.PROBE_SILENT, None),
+    ("liveness-probe", StepState.FAILURE): (EventKind.PROBE_ANSWERED, None),
+    ("disable", StepState.SUCCESS): (
+        EventKind.ISOLATED, "forced down and disabled in Nova: out of "
+                            "scheduling, and its instances may be evacuated"),
+    ("force-down", StepState.REVERTED): (
+        EventKind.UNDONE, "force-down undone: a later step failed"),
+    ("disable", StepState.REVERTED): (
+        EventKind.UNDONE, "disable undone: a later step failed"),
+}
+
+
+def _instance_news(result: InstanceResult) -> tuple[EventKind, str] | None:
+    """What an operator is told of an instance in this state, if
+    anything: its evacuation starting, and its outcome."""
+    if result.outcome is Outcome.RECOVERED:
+        how = f" ({result.method})" if result.method else ""
+        return EventKind.RECOVERED, (
+            f"evacuated from {result.source_host} to {result.dest_host}"
+            f"{how}; {result.final_state} as before")
+    if result.outcome is Outcome.FAILED:
+        return EventKind.FAILED, result.reason or ""
+    if result.outcome is Outcome.SKIPPED:
+        return EventKind.SKIPPED, result.reason or ""
+    if result.outcome is None and result.phase is Phase.EVACUATING:
+        return EventKind.EVACUATING, (f"evacuating from "
+                                      f"{result.source_host} "
+                                      f"({result.method})")
+    return None
 
 
 class StoreRecorder:
@@ -41,26 +80,51 @@ class StoreRecorder:
     ``listener`` (the CLI's progress printer, if any). Each write proves
     the run's ``lease`` in its transaction: once the lease is lost it
     raises ``LeaseLost``, and the side effect it announces never
-    happens."""
+    happens.
+
+    A change that is news to an operator (an instance's evacuation
+    starting, its outcome; the host fenced, probed or isolated) is an
+    event of ``actor`` (default: the lease's owner), written in the
+    transaction of that journal entry or step, once per change."""
 
     def __init__(self, store: Store, lease: Lease,
-                 clock: concurrency.Clock, listener: Recorder | None = None):
+                 clock: concurrency.Clock, listener: Recorder | None = None,
+                 *, notification: Notification, actor: str | None = None):
         self._store = store
         self._lease = lease
         self._clock = clock
         self._listener = listener
+        self._actor = actor or lease.holder.owner
+        self._host = notification.hostname
+        self._decisions = (_HOST_DECISIONS if notification.kind
+                           is Kind.HOST_FAILURE else {})
+        # The last news recorded of each instance, by uuid.
+        self._told: dict[str, tuple[EventKind, str]] = {}
 
     def instance_changed(self, result: InstanceResult) -> None:
+        news = _instance_news(result)
+        event = None
+        if news is not None and self._told.get(result.uuid) != news:
+            event = Decision(self._actor, f"{result.name} ({result.uuid})",
+                             *news)
         self._lease.write(self._store.save_instance, self._lease.uuid,
-                          result, self._clock.now())
+                          result, self._clock.now(), event=event)
+        if event is not None:
+            self._told[result.uuid] = news
         if self._listener is not None:
             self._listener.instance_changed(result)
 
     def step_changed(self, step: str, state: str, message: str) -> None:
         progress = 0.0 if state == StepState.RUNNING else 1.0
+        event = None
+        decided = self._decisions.get((step, StepState(state)))
+        if decided is not None:
+            kind, words = decided
+            event = Decision(self._actor, self._host, kind,
+                             words or message)
         self._lease.write(self._store.add_step_event, self._lease.uuid,
                           step, StepState(state).value, progress, message,
-                          self._clock.now())
+                          self._clock.now(), event=event)
         if self._listener is not None:
             self._listener.step_changed(step, state, message)
 

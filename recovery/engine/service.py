@@ -24,6 +24,8 @@ from recovery import concurrency
 from recovery import exception
 from recovery.db.claims import split_owner
 from recovery.db.claims import this_process
+from recovery.db.events import Decision
+from recovery.db.events import EventKind
 from recovery.db.store import Store
 from recovery.engine import gates
 from recovery.engine import runner
@@ -33,6 +35,9 @@ from recovery.engine.lease import LeaseKeeper
 from recovery.fencing import Fencing
 from recovery.flows import Env
 from recovery.flows import Settings
+from recovery.metrics import METRICS
+from recovery.metrics import InstanceOutcomes
+from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
 from recovery.nova import Nova
@@ -125,6 +130,10 @@ class Engine:
         self._stopping.set()
         self.wake.set()
 
+    def in_flight(self) -> int:
+        """Runs started and not yet reaped."""
+        return len(self._runs)
+
     def status(self) -> str:
         if not self._runs:
             if not self._armed:
@@ -144,7 +153,10 @@ class Engine:
             if item.status is not Status.RUNNING:
                 hold = self.gates.check(item)
                 if hold is not None:
-                    self.store.hold(item, hold.message, hold.delay)
+                    self.store.hold(item, hold.message, hold.delay,
+                                    event=Decision(
+                                        self.owner, item.hostname,
+                                        EventKind.HELD, hold.cause))
                     continue
             sent_at = self.clock.monotonic()
             notification = self.store.take(
@@ -200,19 +212,25 @@ class Engine:
     def run(self, notification: Notification, lease: Lease) -> None:
         """Recover the notification's host, record the outcome, and wake
         the loop: a notification may be waiting for this run's slot."""
+        started = self.clock.monotonic()
         try:
             self._run(notification, lease)
         finally:
             self._keeper.untrack(lease)
             self.wake.set()
+            if notification.kind is Kind.HOST_FAILURE:
+                METRICS.host_seconds.observe(
+                    self.clock.monotonic() - started)
 
     def _run(self, notification: Notification, lease: Lease) -> None:
         # Everything this run asks of Nova first checks it still holds
         # the run.
         env = Env(nova=self.nova.guarded(lease.check), clock=self.clock,
                   settings=Settings.from_conf(self.conf),
-                  recorder=runner.StoreRecorder(self.store, lease,
-                                                self.clock),
+                  recorder=runner.StoreRecorder(
+                      self.store, lease, self.clock,
+                      listener=InstanceOutcomes(),
+                      notification=notification),
                   stopping=self._stopping.is_set)
         try:
             result = runner.attempt(env, self.store, notification,
@@ -256,4 +274,6 @@ class Engine:
         log("Notification %s %s: %s", notification.uuid, status.value,
             message)
         lease.write(self.store.finish, notification.uuid, status, message,
-                    retry_in=retry)
+                    retry_in=retry, event=Decision(
+                        self.owner, notification.hostname,
+                        EventKind(status.value), message))

@@ -23,6 +23,8 @@ from recovery import hostnames
 from recovery.api import app
 from recovery.api import auth
 from recovery.concurrency import Clock
+from recovery.db.events import Decision
+from recovery.db.events import EventKind
 from recovery.db.store import Store
 from recovery.db.store import open_store
 from recovery.notification import Kind
@@ -705,6 +707,39 @@ def test_only_host_failures_have_vmoves(api, four):
     assert api.get("/v1/notifications/no-such/vmoves").status == 404
 
 
+def test_events_are_the_notification_s_decision_log(api):
+    reply = api.post(notification())
+    uuid = reply.json["notification"]["notification_uuid"]
+    other = api.post(notification(hostname="compute-2")).json[
+        "notification"]["notification_uuid"]
+    item = api.store.get(uuid)
+    api.store.hold(item, "held: why; looking again at 10:01:00", 30,
+                   event=Decision("engine-a:1", "compute-1",
+                                  EventKind.HELD, "held: why"))
+    api.store.add_event(Decision("detector", "compute-1",
+                                 EventKind.SUSPECT, "seen down"), START)
+    for path in (f"/v1/notifications/{uuid}/events",
+                 f"/v1/project-1/notifications/{uuid}/events"):
+        reply = api.get(path)
+        assert reply.status == 200, reply.text
+        events = reply.json["events"]
+        assert [(e["actor"], e["subject"], e["kind"], e["message"])
+                for e in events] == [
+            ("api", "compute-1", "received",
+             "COMPUTE_HOST STOPPED, host_status NORMAL"),
+            ("engine-a:1", "compute-1", "held", "held: why")]
+        assert all(e["notification_uuid"] == uuid for e in events)
+        assert events[0]["id"] < events[1]["id"]
+        assert events[0]["created_at"] == "2026-11-22T10:00:01.000000"
+    assert [e["notification_uuid"] for e in api.get(
+        f"/v1/notifications/{other}/events").json["events"]] == [other]
+    reply = api.get("/v1/notifications/no-such/events")
+    assert reply.status == 404, reply.text
+    assert "no notification no-such" in reply.message
+    assert request(api.port, "POST", f"/v1/notifications/{uuid}/events",
+                   {}).status == 405
+
+
 @pytest.mark.parametrize("path", [
     "/v1/notifications/6f1d7a3e-0000-0000-0000-000000000000",
     "/v1/notifications/6f1d7a3e-0000-0000-0000-000000000000/vmoves",
@@ -936,6 +971,9 @@ def test_right_token_is_accepted(token_api):
     uuid = reply.json["notification"]["notification_uuid"]
     assert token_api.get(f"/v1/notifications/{uuid}",
                          headers=headers).status == 200
+    assert token_api.get(f"/v1/notifications/{uuid}/events",
+                         headers=headers).status == 200
+    assert token_api.get(f"/v1/notifications/{uuid}/events").status == 401
     assert token_api.get("/v1/notifications", headers=headers).status == 200
 
 

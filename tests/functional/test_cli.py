@@ -197,6 +197,18 @@ def test_runs_are_recorded_and_shown(cloud, tmp_path):
     assert outcomes[uuids["doomed"]] == "failed"
     assert outcomes[uuids["vm-0"]] == "recovered"
     assert len(outcomes) == 20
+    # The operator's decisions: the claim, the isolation, each instance,
+    # the end.
+    events = body["events"]
+    operator = {e["actor"] for e in events}
+    assert len(operator) == 1 and "@" in operator.pop()
+    kinds = collections.Counter(e["kind"] for e in events)
+    # Every instance is evacuated ("doomed" fails); the run fails too.
+    assert kinds == {"claimed": 1, "isolated": 1, "evacuating": 20,
+                     "recovered": 19, "failed": 2}
+    assert events[0]["message"].startswith(
+        f"run by hand ('recovery host-failure {FAILED}'): attempt 1")
+    assert (events[-1]["subject"], events[-1]["kind"]) == (FAILED, "failed")
     table = run_cli(config, "notifications", "show",
                     item["notification_uuid"])
     assert "step recover-instances: FAILURE" in table.stdout

@@ -15,6 +15,7 @@ ADDED = {
              "ALTER TABLE notifications DROP COLUMN detection"),
     "0008": ("ALTER TABLE instance_journal DROP COLUMN created_at",
              "ALTER TABLE notifications DROP COLUMN failover_segment_uuid"),
+    "0009": ("DROP TABLE events",),
 }
 
 

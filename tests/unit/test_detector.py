@@ -426,3 +426,43 @@ def test_a_host_the_probe_cannot_reach_by_name_is_not_evacuated(
     [item] = stored(store)
     assert item.status is Status.IGNORED
     assert "does not resolve" in item.message
+
+
+def test_its_decisions_are_events(conf, store, nova, clock, network):
+    """A suspect and its end before any notification; the failure it
+    stores, or the proof it lacks, as the notification's first event."""
+    fenced(conf)
+    det = detector(conf, store, nova, clock, network)
+    dies(nova, "compute-1")
+    poll_until(det, clock, POLL)
+    beats(nova, "compute-1")
+    poll_until(det, clock, 0)
+    dies(nova, "compute-1")
+    poll_until(det, clock, GRACE + POLL)
+    [item] = stored(store)
+    events = store.events()
+    assert [(e.actor, e.subject, e.kind, e.notification_uuid)
+            for e in events] == [
+        ("detector", "compute-1", "suspect", None),
+        ("detector", "compute-1", "cleared", None),
+        ("detector", "compute-1", "suspect", None),
+        ("detector", "compute-1", "received", item.uuid)]
+    assert events[0].message == (
+        "nova-compute seen down (Nova reports it down); failed if no "
+        "heartbeat comes within grace_period 30 s")
+    assert events[1].message == ("nova-compute heartbeats again, 10 s "
+                                 "after it was seen down")
+    assert events[3].message == f"COMPUTE_HOST STOPPED, host_status " \
+                                f"NORMAL; {item.message}"
+    assert "down for 30 s" in events[3].message
+
+
+def test_a_failure_it_cannot_prove_is_an_ignored_event(conf, store, nova,
+                                                       clock, network):
+    dies(nova, "compute-1")
+    poll_until(detector(conf, store, nova, clock, network), clock, GRACE)
+    [item] = stored(store)
+    [event] = store.events(item.uuid)
+    assert (event.actor, event.kind) == ("detector", "ignored")
+    assert event.message.endswith(item.message)
+    assert "Configure fencing" in event.message

@@ -421,7 +421,7 @@ def journaling(env, store, notification):
     lease = Lease(notification, OWNER, LEASE, env.clock,
                   env.clock.monotonic())
     return dataclasses.replace(env, recorder=StoreRecorder(
-        store, lease, env.clock, env.recorder))
+        store, lease, env.clock, env.recorder, notification=notification))
 
 
 # -- the crash-loop brake --------------------------------------------------

@@ -50,6 +50,11 @@ def uuid(store, clock):
                      status=Status.NEW, now=clock.now()).uuid
 
 
+def recorder(store, lease, clock, uuid):
+    """The run's recorder, as the engine builds it."""
+    return StoreRecorder(store, lease, clock, notification=store.get(uuid))
+
+
 def entry(phase=Phase.LOCKING):
     return InstanceResult(uuid="i-1", name="vm-1", source_host="compute-1",
                           original_state="active", phase=phase)
@@ -72,9 +77,9 @@ def test_a_frozen_holder_stops_at_its_own_deadline(store, clock, uuid,
 def test_each_write_extends_the_lease_from_before_it_was_sent(
         store, clock, uuid):
     lease = take(store, clock, "engine-a:1")
-    recorder = StoreRecorder(store, lease, clock)
+    run = recorder(store, lease, clock, uuid)
     clock.t += 50
-    recorder.instance_changed(entry())
+    run.instance_changed(entry())
     assert store.get(uuid).lease_until == clock.now() + datetime.timedelta(
         seconds=SECONDS)
     clock.t += SECONDS - 1
@@ -86,7 +91,7 @@ def test_a_late_holder_writes_nothing_after_a_takeover(store, clock, uuid):
     wakes up after another took the run over; the journal write that
     would announce its next side effect fails, and changes nothing."""
     late = take(store, clock, "engine-a:1")
-    StoreRecorder(store, late, clock).instance_changed(entry())
+    recorder(store, late, clock, uuid).instance_changed(entry())
     clock.t += SECONDS + 1
     taker = take(store, clock, "engine-b:2")
     assert taker.holder.token == late.holder.token + 1
@@ -94,12 +99,12 @@ def test_a_late_holder_writes_nothing_after_a_takeover(store, clock, uuid):
         # Its own deadline is moved on as if it never froze: only the
         # fencing token stops it.
         late.extended(clock.monotonic())
-        StoreRecorder(store, late, clock).instance_changed(
+        recorder(store, late, clock, uuid).instance_changed(
             entry(Phase.EVACUATING))
     assert store.journal(uuid)[0].phase is Phase.LOCKING
     with pytest.raises(exception.LeaseLost):
         late.check()
-    StoreRecorder(store, taker, clock).instance_changed(
+    recorder(store, taker, clock, uuid).instance_changed(
         entry(Phase.EVACUATING))
 
 
@@ -116,7 +121,7 @@ def test_a_lease_that_ran_out_is_never_revived(store, clock, uuid):
     with pytest.raises(exception.LeaseLost, match="lease lost"):
         lease.check()
     with pytest.raises(exception.LeaseLost):
-        StoreRecorder(store, lease, clock).step_changed(
+        recorder(store, lease, clock, uuid).step_changed(
             "lock", "RUNNING", "locking")
     assert store.step_events(uuid) == []
 

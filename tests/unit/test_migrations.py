@@ -7,6 +7,8 @@ import pytest
 import sqlalchemy
 
 from recovery import exception
+from recovery.db.events import Decision
+from recovery.db.events import EventKind
 from recovery.db.store import open_store
 from recovery.notification import Kind
 from recovery.notification import Status
@@ -140,5 +142,39 @@ def test_0008_dates_journal_entries_written_before_it(tmp_path):
         assert [(e.result.uuid, e.created_at, e.updated_at)
                 for e in entries] == [("i-1", NOW, later),
                                       ("i-2", later, later)]
+    finally:
+        store.close()
+
+
+def test_0009_adds_the_decision_log_to_a_store_in_use(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.sqlite"
+    store = open_store(url)
+    run = store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                    hostname="compute-1", generated_time=NOW,
+                    payload={"event": "STOPPED"}, origin="api",
+                    status=Status.NEW, now=NOW)
+    store.add_step_event(run.uuid, "fence", "SUCCESS", 1.0, "off", NOW)
+    store.close()
+    back_to(url, "0008")
+    engine = sqlalchemy.create_engine(url)
+    assert "events" not in sqlalchemy.inspect(engine).get_table_names()
+    engine.dispose()
+    store = open_store(url)
+    store.lease_clock = lambda conn: NOW
+    later = NOW + datetime.timedelta(minutes=5)
+    try:
+        # What was stored before it is kept; nothing was logged then.
+        assert store.get(run.uuid).status is Status.NEW
+        assert len(store.step_events(run.uuid)) == 1
+        assert store.events() == []
+        # The old notification takes events, and so does no notification.
+        taken = store.take(store.next_runnable(), "engine-a:1", 60)
+        assert taken.uuid == run.uuid
+        store.add_event(Decision("detector", "compute-2", EventKind.SUSPECT,
+                                 "seen down"), later)
+        assert [(e.notification_uuid, e.kind) for e in store.events()] == [
+            (run.uuid, "claimed"), (None, "suspect")]
+        assert [e.kind for e in store.events(run.uuid)] == ["claimed"]
+        assert [e.kind for e in store.events(since=later)] == ["suspect"]
     finally:
         store.close()

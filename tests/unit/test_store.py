@@ -1,7 +1,7 @@
 """The store's contract, on each backend (SQLite, PostgreSQL, MariaDB):
 notifications, duplicates, paging, claiming and leases judged by the
 database's clock (a fake one here, so times are exact), the instance
-journal and step events."""
+journal, step events and the decision log."""
 
 import contextlib
 import datetime
@@ -15,6 +15,8 @@ import pytest
 from recovery import exception
 from recovery.concurrency import ThreadTaskPool
 from recovery.db.claims import Holder
+from recovery.db.events import Decision
+from recovery.db.events import EventKind
 from recovery.db.store import open_store
 from recovery.notification import Status
 from recovery.notification import classify
@@ -785,3 +787,156 @@ def test_no_detection_while_the_host_has_an_open_failure(store):
         detect(store)
     finished(store, reported)
     detect(store)
+
+
+# -- the decision log --------------------------------------------------------
+def said(events):
+    return [(e.actor, e.subject, e.kind, e.message) for e in events]
+
+
+def test_events_read_back_in_order_with_their_filters(store):
+    one = add(store, "compute-1", event=Decision(
+        "api", "compute-1", EventKind.RECEIVED, "COMPUTE_HOST STOPPED"))
+    two = add(store, "compute-2", now=later(10), event=Decision(
+        "api", "compute-2", EventKind.IGNORED, "host_status is UNKNOWN"))
+    store.add_event(Decision("detector", "compute-3", EventKind.SUSPECT,
+                             "seen down"), later(20))
+    store.save_instance(one.uuid, InstanceResult(
+        uuid="i-1", name="vm-1", source_host="compute-1",
+        original_state="active", phase=Phase.EVACUATING), later(30),
+        event=Decision(ME, "vm-1 (i-1)", EventKind.EVACUATING,
+                       "evacuating from compute-1 (auto)"))
+    # Microseconds are kept, on every backend.
+    at = later(40) + datetime.timedelta(microseconds=250)
+    store.add_step_event(one.uuid, "fence", "SUCCESS", 1.0, "powered off",
+                         at, event=Decision(ME, "compute-1",
+                                            EventKind.FENCED, "powered off"))
+    everything = store.events()
+    assert said(everything) == [
+        ("api", "compute-1", "received", "COMPUTE_HOST STOPPED"),
+        ("api", "compute-2", "ignored", "host_status is UNKNOWN"),
+        ("detector", "compute-3", "suspect", "seen down"),
+        (ME, "vm-1 (i-1)", "evacuating", "evacuating from compute-1 (auto)"),
+        (ME, "compute-1", "fenced", "powered off")]
+    assert [e.notification_uuid for e in everything] == [
+        one.uuid, two.uuid, None, one.uuid, one.uuid]
+    assert [e.created_at for e in everything] == [
+        NOW, later(10), later(20), later(30), at]
+    assert everything[0].created_at.tzinfo is not None
+    assert [e.id for e in everything] == sorted(e.id for e in everything)
+
+    assert store.events(one.uuid) == [everything[i] for i in (0, 3, 4)]
+    assert store.events(two.uuid) == [everything[1]]
+    assert store.events(since=later(20)) == everything[2:]
+    assert store.events(since=later(41)) == []
+    # The last ones, still oldest first.
+    assert store.events(limit=2) == everything[3:]
+    assert store.events(one.uuid, since=later(30), limit=1) == [
+        everything[4]]
+    # A host's own events, and its notifications' (its instances').
+    assert store.events(host="compute-1") == [
+        everything[i] for i in (0, 3, 4)]
+    assert store.events(host="compute-3") == [everything[2]]
+    assert store.events(host="compute-9") == []
+
+
+def test_a_run_s_event_is_written_only_while_it_holds_the_run(store):
+    """The event goes with its journal write, step or end: in the same
+    transaction, behind the same lease check."""
+    item = add(store)
+    claim(store, ME, NOW, LEASE)
+    mine = holder(store, item.uuid, ME)
+    # The lease ran out; another engine took the run over.
+    claim(store, OTHER, later(LEASE + 1), LEASE)
+    before = store.events(item.uuid)
+    result = InstanceResult(uuid="i-1", name="vm-1",
+                            source_host="compute-1",
+                            original_state="active",
+                            phase=Phase.EVACUATING)
+    late = Decision(ME, "vm-1 (i-1)", EventKind.EVACUATING, "too late")
+    with pytest.raises(exception.LeaseLost):
+        store.save_instance(item.uuid, result, later(62), holder=mine,
+                            event=late)
+    with pytest.raises(exception.LeaseLost):
+        store.add_step_event(item.uuid, "fence", "SUCCESS", 1.0, "off",
+                             later(62), holder=mine, event=late)
+    with pytest.raises(exception.LeaseLost):
+        store.finish(item.uuid, Status.FINISHED, "done", holder=mine,
+                     event=late)
+    assert store.events(item.uuid) == before
+    assert store.journal(item.uuid) == []
+    assert store.step_events(item.uuid) == []
+
+    theirs = holder(store, item.uuid, OTHER)
+    store.save_instance(item.uuid, result, later(63), holder=theirs,
+                        event=Decision(OTHER, "vm-1 (i-1)",
+                                       EventKind.EVACUATING, "in time"))
+    store.finish(item.uuid, Status.FINISHED, "1 recovered", holder=theirs,
+                 event=Decision(OTHER, "compute-1", EventKind.FINISHED,
+                                "1 recovered"))
+    assert said(store.events(item.uuid))[len(before):] == [
+        (OTHER, "vm-1 (i-1)", "evacuating", "in time"),
+        (OTHER, "compute-1", "finished", "1 recovered")]
+
+
+def test_a_claim_and_a_takeover_are_events(store):
+    item = add(store)
+    claim(store, ME, NOW, LEASE)
+    finish(store, item.uuid, ME, Status.ERROR, "again", later(1))
+    claim(store, ME, later(5), LEASE)
+    claim(store, OTHER, later(5 + LEASE), LEASE)
+    assert said(store.events(item.uuid)) == [
+        (ME, "compute-1", "claimed", f"attempt 1 starts on {ME}"),
+        (ME, "compute-1", "claimed", f"attempt 2 starts on {ME}"),
+        (OTHER, "compute-1", "taken-over",
+         f"taken over from {ME} (its lease ran out at 10:01:05 UTC): "
+         f"attempt 2 resumes from its journal on {OTHER}")]
+
+
+def test_a_takeover_from_a_process_that_exited_says_so(store):
+    item = add(store)
+    gone = dead_owner()
+    take(store, store.get(item.uuid), gone, NOW, LEASE)
+    claim(store, ME, later(1), LEASE)
+    assert store.events(item.uuid)[-1].message == (
+        f"taken over from {gone} (its process has exited): attempt 1 "
+        f"resumes from its journal on {ME}")
+
+
+def test_a_run_by_hand_is_the_operator_s_claim(store):
+    item, _ = claim_host(store, hostname="compute-1", owner=ME,
+                         actor="alice@ctl-1", payload={"event": "STOPPED"},
+                         lease=LEASE, now=NOW)
+    [event] = store.events(item.uuid)
+    assert (event.actor, event.subject, event.kind, event.message) == (
+        "alice@ctl-1", "compute-1", "claimed",
+        f"run by hand ('recovery host-failure compute-1'): attempt 1 "
+        f"starts on {ME}")
+    assert event.created_at == NOW
+
+
+def test_a_hold_is_recorded_once_per_cause(store):
+    item = add(store)
+    brake = Decision(ME, "compute-1", EventKind.HELD, "held by the brake")
+    window = Decision(ME, "compute-1", EventKind.HELD, "waiting: window")
+    for cause in (brake, brake, window, window, brake):
+        assert store.hold(next_runnable(store, store.lease_clock.now),
+                          f"{cause.message}; again soon", 1, event=cause)
+        store.lease_clock.now += datetime.timedelta(seconds=1)
+    assert [e.message for e in store.events(item.uuid)] == [
+        "held by the brake", "waiting: window", "held by the brake"]
+    # A hold that lost to a claim records nothing.
+    seen = next_runnable(store, store.lease_clock.now)
+    take(store, seen, OTHER, store.lease_clock.now, LEASE)
+    assert not store.hold(seen, "held", 1, event=window)
+    assert store.events(item.uuid)[-1].kind == "claimed"
+
+
+def test_arming_and_disarming_are_events(store):
+    store.set_arming(False, "alice@ctl-1", "rack 3 network work", NOW)
+    store.set_arming(True, "bob@ctl-2", None, later(60))
+    assert said(store.events()) == [
+        ("alice@ctl-1", "all hosts", "disarmed",
+         "no recovery starts until 'recovery arm': rack 3 network work"),
+        ("bob@ctl-2", "all hosts", "armed",
+         "recoveries start again; what waited runs if it is still valid")]
