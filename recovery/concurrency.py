@@ -58,6 +58,11 @@ class Clock:
     def now(self) -> datetime.datetime:
         return datetime.datetime.now(datetime.timezone.utc)
 
+    def wait(self, event: "Event", seconds: float | None) -> bool:
+        """Wait until ``event`` is set or ``seconds`` have passed (None:
+        no limit); True if it is set."""
+        return event.wait(seconds)
+
 
 @dataclasses.dataclass
 class TaskOutcome:

@@ -26,6 +26,7 @@ class ComputeService:
     binary: str = "nova-compute"
     # The last heartbeat; it keeps moving while forced down.
     updated_at: datetime.datetime | None = None
+    zone: str | None = None     # its availability zone
 
     @classmethod
     def from_nova(cls, data: dict[str, Any]) -> "ComputeService":
@@ -34,7 +35,41 @@ class ComputeService:
                    forced_down=bool(data.get("forced_down")),
                    disabled_reason=data.get("disabled_reason"),
                    binary=data.get("binary", "nova-compute"),
-                   updated_at=parse_time(data.get("updated_at")))
+                   updated_at=parse_time(data.get("updated_at")),
+                   zone=data.get("zone"))
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    """Resources in Placement's classes: what an instance takes of a
+    host, or what a host has free."""
+
+    vcpus: int
+    ram_mb: int
+    disk_gb: int
+
+    @classmethod
+    def of(cls, server: dict[str, Any]) -> "Need | None":
+        """A server's, from the flavor Nova embeds (microversion 2.47+);
+        a server booted from a volume takes no root disk of the host."""
+        flavor = server.get("flavor")
+        if not isinstance(flavor, dict) or "vcpus" not in flavor:
+            return None
+        root = flavor.get("disk", 0) if server.get("image") else 0
+        swap_gb = -(-int(flavor.get("swap") or 0) // 1024)
+        return cls(int(flavor["vcpus"]), int(flavor.get("ram", 0)),
+                   int(root) + int(flavor.get("ephemeral", 0)) + swap_gb)
+
+    def fits(self, room: "Need") -> bool:
+        return (self.vcpus <= room.vcpus and self.ram_mb <= room.ram_mb
+                and self.disk_gb <= room.disk_gb)
+
+    def __sub__(self, other: "Need") -> "Need":
+        return Need(self.vcpus - other.vcpus, self.ram_mb - other.ram_mb,
+                    self.disk_gb - other.disk_gb)
+
+    def __str__(self) -> str:
+        return f"{self.vcpus} VCPU, {self.ram_mb} MB, {self.disk_gb} GB"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -50,6 +85,8 @@ class Server:
     metadata: dict[str, str]
     # Why the last action failed (shown while vm_state is error).
     fault: str | None = None
+    # What its flavor takes of a host, as Placement counts it.
+    need: "Need | None" = None
 
     @classmethod
     def from_nova(cls, data: dict[str, Any]) -> "Server":
@@ -61,7 +98,8 @@ class Server:
                    locked=bool(data.get("locked")),
                    locked_reason=data.get("locked_reason"),
                    metadata=dict(data.get("metadata") or {}),
-                   fault=(data.get("fault") or {}).get("message"))
+                   fault=(data.get("fault") or {}).get("message"),
+                   need=Need.of(data))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -29,6 +29,7 @@ from typing import Any
 from typing import TypeVar
 
 import urllib3
+from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ks_session
@@ -44,12 +45,16 @@ from recovery.metrics import METRICS
 from recovery.models import Aggregate
 from recovery.models import ComputeService
 from recovery.models import Migration
+from recovery.models import Need
 from recovery.models import Server
 from recovery.ratelimit import RateLimiter
 
 LOG = logging.getLogger(__name__)
 
 MICROVERSION = "2.94"
+# Placement's: provider summaries with every resource class (1.27).
+PLACEMENT_MICROVERSION = "1.29"
+PLACEMENT_RESOURCES = ("VCPU", "MEMORY_MB", "DISK_GB")
 GROUP = "nova"
 T = TypeVar("T")
 
@@ -96,7 +101,12 @@ def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
         service_type=group.service_type,
         service_name=group.service_name, user_agent=user_agent,
         connect_retries=0, status_code_retries=0)
-    return Nova(client, clock=clock,
+    placement = ks_adapter.Adapter(
+        session, service_type="placement",
+        interface=group.valid_interfaces, region_name=group.region_name,
+        endpoint_override=group.placement_endpoint_override,
+        user_agent=user_agent, connect_retries=0, status_code_retries=0)
+    return Nova(client, clock=clock, placement=placement,
                 retries=group.api_retries if retries is None else retries)
 
 
@@ -197,8 +207,9 @@ def _translate(what: str, exc: Exception) -> exception.RecoveryError:
                     request_id=exc.request_id)
     if isinstance(exc, ks_exc.EndpointNotFound):
         return exception.ConfigError(
-            f"no compute endpoint to {what}: {exc}. Check [nova] "
-            f"region_name and valid_interfaces, or set endpoint_override")
+            f"no endpoint to {what}: {exc}. Check [nova] region_name and "
+            f"valid_interfaces, or set endpoint_override (Nova) or "
+            f"placement_endpoint_override (Placement)")
     if isinstance(exc, ks_exc.ConnectionError):
         return exception.NovaUnreachable(
             f"could not reach Nova to {what}: {exc}")
@@ -216,8 +227,12 @@ class Nova:
     (``[nova] timeout``, ``max_requests_per_second``).
     """
 
-    def __init__(self, client: Any, *, retries: int, clock: Clock):
+    def __init__(self, client: Any, *, retries: int, clock: Clock,
+                 placement: Any = None):
+        """``placement``: a keystoneauth1 adapter for Placement, which
+        ``free_room`` reads."""
         self._client = client
+        self._placement = placement
         self._retries = retries
         self._clock = clock
         self._guard: Callable[[], None] = _no_guard
@@ -342,6 +357,21 @@ class Nova:
         self._call(f"start instance {uuid}", self._client.servers.start,
                    uuid, safe=False)
 
+    def pause(self, uuid: str) -> None:
+        # Like stop: a repeated pause answers 409; the flow waits on the
+        # state instead.
+        self._call(f"pause instance {uuid}", self._client.servers.pause,
+                   uuid, safe=False)
+
+    def suspend(self, uuid: str) -> None:
+        self._call(f"suspend instance {uuid}", self._client.servers.suspend,
+                   uuid, safe=False)
+
+    def confirm_resize(self, uuid: str) -> None:
+        # Run by the resize's source host; a repeated confirm answers 409.
+        self._call(f"confirm the resize of instance {uuid}",
+                   self._client.servers.confirm_resize, uuid, safe=False)
+
     def evacuate(self, uuid: str, host: str | None = None) -> None:
         """Evacuate once, to ``host`` (which the scheduler validates) or
         to where the scheduler picks."""
@@ -365,6 +395,40 @@ class Nova:
         except exception.NovaConflict as exc:
             if exc.status != 409:
                 raise
+
+    # -- Placement -----------------------------------------------------------
+    def free_room(self) -> dict[str, Need]:
+        """What each compute node has free of VCPU, MEMORY_MB and
+        DISK_GB, by its resource provider's name (its hypervisor host
+        name), as Placement counts it: allocation ratios and reserved
+        amounts applied. Two requests, whatever the number of hosts."""
+        if self._placement is None:
+            raise exception.ConfigError("no Placement endpoint configured")
+        version = {"microversion": PLACEMENT_MICROVERSION}
+        names = self._placement_get(
+            "list Placement's resource providers", "/resource_providers",
+            "placement.resource_providers", version)
+        # Every provider with room for the least of each class reports
+        # its capacity and use: one request for all of them.
+        query = ",".join(f"{rc}:1" for rc in PLACEMENT_RESOURCES)
+        body = self._placement_get(
+            "ask Placement for the hosts with room",
+            f"/allocation_candidates?resources={query}",
+            "placement.allocation_candidates", version)
+        name = {p["uuid"]: p["name"] for p in names["resource_providers"]}
+        room = {}
+        for uuid, summary in body["provider_summaries"].items():
+            free = {rc: max(0, int(r["capacity"]) - int(r["used"]))
+                    for rc, r in summary["resources"].items()}
+            if uuid in name:
+                room[name[uuid]] = Need(*(free.get(rc, 0)
+                                          for rc in PLACEMENT_RESOURCES))
+        return room
+
+    def _placement_get(self, what: str, path: str, kind: str,
+                       version: dict[str, str]) -> Any:
+        return self._call(what, self._placement.get, path, kind=kind,
+                          **version).json()
 
     # -- migrations ----------------------------------------------------------
     def list_evacuations(self, source_host: str,

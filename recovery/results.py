@@ -55,6 +55,13 @@ class InstanceResult:
     # How the destination was chosen: "auto" (the scheduler) or
     # "reserved_host" (dest_host is a reserved host taken for this run).
     method: str | None = None
+    # Restart priority (higher first) and the 1-based phase it is
+    # recovered in (None when [host_failure] priority_phases is false).
+    priority: int | None = None
+    priority_phase: int | None = None
+    # Why the destination may lack capacity for it (a warning, not a
+    # failure).
+    capacity_warning: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)

@@ -61,7 +61,10 @@ def write_config(endpoint: str, workdir: str) -> str:
                    # The embedded Nova's service_down_time.
                    f"[safety]\nservice_down_time = 3\n\n"
                    f"[nova]\nauth_type = admin_token\n"
-                   f"endpoint = {endpoint}\ntoken = admin:admin:admin\n\n"
+                   f"endpoint = {endpoint}\ntoken = admin:admin:admin\n"
+                   # The embedded Nova serves Placement beside it.
+                   f"placement_endpoint_override = "
+                   f"{endpoint.rsplit('/v2.1', 1)[0]}/placement\n\n"
                    f"[database]\n"
                    f"connection = sqlite:///{workdir}/recovery.sqlite\n")
     return path

@@ -102,6 +102,11 @@ def vmove(notification_uuid: str, entry: JournalEntry) -> dict[str, Any]:
         "type": "evacuation",
         # How dest_host was chosen: auto (the scheduler) or reserved_host.
         "method": result.method,
+        # Restart priority, its 1-based phase (None without phases), and
+        # the destination's capacity warning, if any.
+        "priority": result.priority,
+        "priority_phase": result.priority_phase,
+        "capacity_warning": result.capacity_warning,
         "status": status,
         "phase": result.phase.value,
         "original_state": result.original_state,

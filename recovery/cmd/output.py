@@ -52,19 +52,31 @@ def _seconds(result: InstanceResult) -> str:
     return ""
 
 
+def _priority(result: InstanceResult) -> str:
+    """Its priority, and its phase when there are phases: "10 (phase 1)"."""
+    if result.priority is None:
+        return ""
+    if result.priority_phase is None:
+        return str(result.priority)
+    return f"{result.priority} (phase {result.priority_phase})"
+
+
 def render_table(report: HostReport) -> str:
     table = prettytable.PrettyTable(
-        ["Instance", "UUID", "Outcome", "From", "To", "Method", "State",
-         "Seconds", "Reason"])
+        ["Instance", "UUID", "Outcome", "Priority", "From", "To", "Method",
+         "State", "Seconds", "Reason"])
     table.align = "l"
     for r in report.instances:
         state = r.original_state
         if r.final_state:
             state = f"{r.original_state} -> {r.final_state}"
+        reason = r.reason or ""
+        if r.capacity_warning:
+            reason = "; ".join(filter(None, [
+                reason, f"capacity warning: {r.capacity_warning}"]))
         table.add_row([r.name, r.uuid, r.outcome.value if r.outcome else "",
-                       r.source_host, r.dest_host or "", r.method or "",
-                       state,
-                       _seconds(r), r.reason or ""])
+                       _priority(r), r.source_host, r.dest_host or "",
+                       r.method or "", state, _seconds(r), reason])
     title = "Plan" if report.dry_run else "Results"
     return (f"{title} for host {report.host}: {report.summary()}\n"
             f"{table.get_string()}")

@@ -47,6 +47,44 @@ OPTS = [
              "run.",
     ),
     cfg.StrOpt(
+        "priority_metadata_key",
+        mutable=True,
+        default="HA_Priority",
+        help="Instance metadata key that holds an instance's restart "
+             "priority: an integer, higher is recovered first. Instances "
+             "without it, or whose value is not an integer, get "
+             "default_priority (and their result says why).",
+    ),
+    cfg.IntOpt(
+        "default_priority",
+        mutable=True,
+        default=0,
+        help="Restart priority of an instance whose metadata has no "
+             "integer under priority_metadata_key.",
+    ),
+    cfg.BoolOpt(
+        "priority_phases",
+        mutable=True,
+        default=True,
+        help="Recover the instances of one priority as a phase, and start "
+             "a phase only when the one before it has finished (each of "
+             "its instances recovered or failed), or after phase_timeout. "
+             "When false, one pool recovers every instance, highest "
+             "priority first, without waiting.",
+    ),
+    cfg.FloatOpt(
+        "phase_timeout",
+        mutable=True,
+        default=600.0,
+        min=1.0,
+        help="Seconds a priority phase may run before the next phase "
+             "starts anyway (with a warning); the late phase's instances "
+             "keep running. The default is two evacuation_timeouts: a "
+             "phase slower than that is stuck on a few instances, and "
+             "holding every lower priority for them costs more than it "
+             "protects.",
+    ),
+    cfg.StrOpt(
         "default_recovery_method",
         mutable=True,
         default="auto",

@@ -48,6 +48,15 @@ OPTS = [
              "at intake (one request per notification) is not queued "
              "behind recoveries.",
     ),
+    cfg.StrOpt(
+        "placement_endpoint_override",
+        help="Placement's URL, for a Nova without a Keystone catalog "
+             "(auth_type admin_token or none). With a catalog, Placement "
+             "is found there, in the same region and interface as Nova. "
+             "Placement is asked how much room the other hosts have "
+             "before instances are evacuated: a prediction for the dry "
+             "run and the operator, never a gate.",
+    ),
 ]
 
 

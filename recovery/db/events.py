@@ -39,11 +39,13 @@ class EventKind(str, enum.Enum):
     PROBE_SILENT = "probe-silent"   # the liveness probe: no answer
     PROBE_ANSWERED = "probe-answered"
     ISOLATED = "isolated"           # forced down and disabled in Nova
+    CAPACITY = "capacity"           # the room predicted for the instances
     UNDONE = "undone"               # an isolation step rolled back
     EVACUATING = "evacuating"       # an instance's evacuation starts
     RECOVERED = "recovered"
     FAILED = "failed"               # an instance, or a run given up
     SKIPPED = "skipped"
+    PHASE_TIMEOUT = "phase-timeout"  # a priority phase ran late
     FINISHED = "finished"           # a run's end
     ERROR = "error"                 # a run's end, retried
     SUSPECT = "suspect"             # the detector: seen down

@@ -86,6 +86,8 @@ class JournalStore(Transactional):
             outcome=result.outcome.value if result.outcome else None,
             reason=result.reason, locked_by_us=result.locked_by_us,
             migration_floor=result.migration_floor, method=result.method,
+            priority=result.priority, priority_phase=result.priority_phase,
+            capacity_warning=result.capacity_warning,
             started_at=result.started_at, finished_at=result.finished_at,
             updated_at=now)
         keys = {"key_notification": uuid, "key_instance": result.uuid}
@@ -120,4 +122,6 @@ class JournalStore(Transactional):
                 reason=r.reason, phase=Phase(r.phase),
                 locked_by_us=r.locked_by_us,
                 migration_floor=r.migration_floor,
-                method=r.method)) for r in rows]
+                method=r.method, priority=r.priority,
+                priority_phase=r.priority_phase,
+                capacity_warning=r.capacity_warning)) for r in rows]

@@ -110,6 +110,11 @@ instance_journal = sa.Table(
     sa.Column("migration_floor", sa.Integer),
     # auto (the scheduler chose dest_host) or reserved_host.
     sa.Column("method", sa.String(16)),
+    # Restart priority and its 1-based phase; the destination's capacity
+    # warning (migration 0010).
+    sa.Column("priority", sa.Integer),
+    sa.Column("priority_phase", sa.Integer),
+    sa.Column("capacity_warning", sa.Text),
     sa.Column("started_at", UTCDateTime),
     sa.Column("finished_at", UTCDateTime),
     # When the entry was first written (0008 dates older ones by their

@@ -49,10 +49,12 @@ _HOST_DECISIONS: dict[tuple[str, StepState], tuple[EventKind, str | None]] = {
     ("disable", StepState.SUCCESS): (
         EventKind.ISOLATED, "forced down and disabled in Nova: out of "
                             "scheduling, and its instances may be evacuated"),
+    ("capacity-check", StepState.SUCCESS): (EventKind.CAPACITY, None),
     ("force-down", StepState.REVERTED): (
         EventKind.UNDONE, "force-down undone: a later step failed"),
     ("disable", StepState.REVERTED): (
         EventKind.UNDONE, "disable undone: a later step failed"),
+    ("phase-timeout", StepState.SUCCESS): (EventKind.PHASE_TIMEOUT, None),
 }
 
 
@@ -61,9 +63,11 @@ def _instance_news(result: InstanceResult) -> tuple[EventKind, str] | None:
     anything: its evacuation starting, and its outcome."""
     if result.outcome is Outcome.RECOVERED:
         how = f" ({result.method})" if result.method else ""
+        was = ("as before" if result.final_state == result.original_state
+               else f"(was {result.original_state})")
         return EventKind.RECOVERED, (
             f"evacuated from {result.source_host} to {result.dest_host}"
-            f"{how}; {result.final_state} as before")
+            f"{how}; {result.final_state} {was}")
     if result.outcome is Outcome.FAILED:
         return EventKind.FAILED, result.reason or ""
     if result.outcome is Outcome.SKIPPED:

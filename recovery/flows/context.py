@@ -19,6 +19,11 @@ class Settings:
     threads: int
     evacuate_all_instances: bool
     ha_metadata_key: str
+    # Restart priority and its phases ([host_failure] priority_*).
+    priority_metadata_key: str
+    default_priority: int
+    priority_phases: bool
+    phase_timeout: float
     ignore_error_instances: bool
     disable_reason: str
     lock_reason: str
@@ -47,6 +52,10 @@ class Settings:
             threads=conf.host_failure_recovery_threads,
             evacuate_all_instances=group.evacuate_all_instances,
             ha_metadata_key=group.ha_enabled_instance_metadata_key,
+            priority_metadata_key=group.priority_metadata_key,
+            default_priority=group.default_priority,
+            priority_phases=group.priority_phases,
+            phase_timeout=group.phase_timeout,
             ignore_error_instances=group.ignore_instances_in_error_state,
             disable_reason=group.service_disable_reason,
             lock_reason=group.lock_reason,

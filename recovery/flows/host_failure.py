@@ -7,7 +7,10 @@
    the listing and the disable; select them.
 3. Recover each selected instance on a pool of
    ``host_failure_recovery_threads`` tasks, to the destinations its
-   recovery method gives (``placement``).
+   recovery method gives (``placement``), highest restart priority
+   first; with ``priority_phases``, a priority's phase starts once the
+   one before it has finished, or has run for ``phase_timeout``
+   (``priority``).
 4. List the host again and recover what appeared in the meantime.
 5. Report one result per instance.
 
@@ -25,12 +28,16 @@ from recovery import exception
 from recovery.census import Census
 from recovery.fencing import Fencer
 from recovery.flows import base
+from recovery.flows import capacity
 from recovery.flows import locks
 from recovery.flows.context import Env
 from recovery.flows.instance import InstanceRecovery
 from recovery.flows.placement import Placement
 from recovery.flows.placement import auto
+from recovery.flows.priority import Phases
+from recovery.flows.priority import priority_of
 from recovery.flows.selection import order_for_recovery
+from recovery.flows.selection import plan_steps
 from recovery.flows.selection import skip_reason
 from recovery.flows.watcher import EvacuationWatcher
 from recovery.models import ComputeService
@@ -65,6 +72,9 @@ class HostContext:
     # Earlier runs' results not yet taken up by this run, by instance.
     journal: dict[str, InstanceResult] = dataclasses.field(
         default_factory=dict)
+    # The 1-based phase of each restart priority; a resumed run starts
+    # from its journal's, so each instance keeps its phase.
+    phase_of: dict[int, int] = dataclasses.field(default_factory=dict)
 
 
 class VerifyHostDown(base.Step[HostContext]):
@@ -199,6 +209,8 @@ PoolFactory = Callable[[int], concurrency.TaskPool]
 
 # The step that evacuates the instances, as the store and the API show it.
 RECOVER_INSTANCES = "recover-instances"
+# A priority phase ran past phase_timeout and the next one started.
+PHASE_TIMEOUT = "phase-timeout"
 DONE_OUTCOMES = frozenset({Outcome.RECOVERED, Outcome.SKIPPED})
 
 
@@ -229,6 +241,9 @@ def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
                                         dry_run=dry_run),
                       placement=placement or auto(),
                       journal={r.uuid: r for r in journal})
+    for prior in journal:
+        if prior.priority is not None and prior.priority_phase is not None:
+            ctx.phase_of.setdefault(prior.priority, prior.priority_phase)
     if fencer is not None:
         proof = [Fence()]
     elif liveness is not None:
@@ -274,30 +289,83 @@ def _triage(ctx: HostContext,
     its result; one it left in flight or failed is taken up again with its
     journal entry, whose original state predates any reset of ours."""
     settings = ctx.env.settings
-    selected = []
+    entries = []
     for server in order_for_recovery(servers, settings):
         prior = ctx.journal.pop(server.id, None)
+        priority, note = priority_of(server, settings)
+        if prior is not None and prior.priority is not None:
+            priority, note = prior.priority, None
+        entries.append((server, prior, priority, note))
+    # Highest priority first; within one, the order above (stable sort).
+    entries.sort(key=lambda entry: -entry[2])
+    selected = []
+    for server, prior, priority, note in entries:
         if prior is not None and prior.outcome in DONE_OUTCOMES:
             ctx.report.instances.append(prior)
         elif prior is not None:
             prior.outcome = prior.reason = None
+            prior.priority = priority
             ctx.report.instances.append(prior)
             selected.append((server, prior))
         elif reason := skip_reason(server, settings):
-            _settle(ctx, _new_result(ctx, server), Outcome.SKIPPED, reason)
+            result = _new_result(ctx, server)
+            result.priority = priority
+            _settle(ctx, result, Outcome.SKIPPED, reason)
         else:
-            selected.append((server, _new_result(ctx, server)))
+            result = _new_result(ctx, server)
+            result.priority = priority
+            if note:
+                # Said once: each instance is triaged once per run.
+                LOG.warning("Instance %s (%s): %s", server.id, server.name,
+                            note)
+                result.reason = note
+            selected.append((server, result))
+    _number_phases(ctx, [result for _, result in selected])
+    selected.sort(key=lambda entry: entry[1].priority_phase or 0)
     return selected
+
+
+def _number_phases(ctx: HostContext, results: list[InstanceResult]) -> None:
+    """Give each result its phase: the one its journal entry holds, else
+    its priority's; a priority new to the run gets the next number, the
+    highest first. None without priority_phases."""
+    if not ctx.env.settings.priority_phases:
+        for result in results:
+            result.priority_phase = None
+        return
+    new = {r.priority for r in results if r.priority_phase is None}
+    for priority in sorted(new - ctx.phase_of.keys(), reverse=True):
+        ctx.phase_of[priority] = max(ctx.phase_of.values(), default=0) + 1
+    for result in results:
+        if result.priority_phase is None:
+            result.priority_phase = ctx.phase_of[result.priority]
 
 
 def _plan(ctx: HostContext) -> None:
     lock_reason = ctx.env.settings.lock_reason
     ctx.env.recorder.step_changed(RECOVER_INSTANCES, StepState.SUCCESS,
                                   f"dry run: {ctx.placement.describe()}")
-    for server, result in _triage(ctx, ctx.servers):
-        steps = [f"evacuate ({ctx.placement.method})"]
+    selected = _triage(ctx, ctx.servers)
+    predicted = capacity.forecast(ctx.env, ctx.host, selected,
+                                  ctx.placement)
+    # Phases are named when there is more than one.
+    phases = {result.priority_phase for _, result in selected} - {None}
+    for server, result in selected:
+        before, after = plan_steps(result.original_state)
+        steps = [*before, f"evacuate ({ctx.placement.method})"]
+        if predicted is not None and predicted.destinations[server.id]:
+            steps.append(f"to {predicted.destinations[server.id]} "
+                         f"(predicted)")
+        steps.extend(after)
+        if len(phases) > 1:
+            steps.insert(0, f"phase {result.priority_phase} (priority "
+                            f"{result.priority})")
         if locks.holder(server, lock_reason) is locks.Holder.SOMEONE_ELSE:
             steps.append("leave the existing lock")
+        if result.reason:
+            steps.append(result.reason)
+        if result.capacity_warning:
+            steps.append(result.capacity_warning)
         _settle(ctx, result, Outcome.PLANNED, ", ".join(steps))
 
 
@@ -361,15 +429,56 @@ def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
 def _recover_round(ctx: HostContext, servers: list[Server],
                    watcher: EvacuationWatcher,
                    pool: concurrency.TaskPool) -> None:
+    selected = _triage(ctx, servers)
+    capacity.forecast(ctx.env, ctx.host, selected, ctx.placement)
     recoveries = [InstanceRecovery(ctx.env, watcher, server, result,
                                    ctx.placement)
-                  for server, result in _triage(ctx, servers)]
-    for outcome in pool.run(_run_unless_stopping, recoveries):
+                  for server, result in selected]
+    for outcome in pool.run(_phased(ctx, recoveries), recoveries):
         if outcome.error is not None:
             # run() records its own failures; this is a last line of
             # defence so that no worker's exception is ever lost.
             _settle(ctx, outcome.item.result, Outcome.FAILED,
                     f"unexpected error: {outcome.error!r}")
+
+
+def _phased(ctx: HostContext, recoveries: list[InstanceRecovery],
+            ) -> Callable[[InstanceRecovery], InstanceResult]:
+    """The task of each instance: with more than one phase, it waits for
+    its phase to open first, and lets the next one open when it ends.
+    ``recoveries`` are in phase order, as the pool takes them."""
+    numbers = sorted({r.result.priority_phase for r in recoveries
+                      if r.result.priority_phase is not None})
+    if len(numbers) < 2:
+        return _run_unless_stopping
+    env = ctx.env
+    position = {number: at for at, number in enumerate(numbers, start=1)}
+    priority = {r.result.priority_phase: r.result.priority
+                for r in recoveries}
+    timeout = env.settings.phase_timeout
+
+    def late(at: int) -> None:
+        number, following = numbers[at - 1], numbers[at]
+        message = (f"phase {number} (priority {priority[number]}) not "
+                   f"finished after {timeout:g} s ([host_failure] "
+                   f"phase_timeout): phase {following} (priority "
+                   f"{priority[following]}) starts, phase {number}'s "
+                   f"instances keep running")
+        LOG.warning("%s: %s", ctx.host, message)
+        env.recorder.step_changed(PHASE_TIMEOUT, StepState.SUCCESS, message)
+
+    phases = Phases([sum(r.result.priority_phase == n for r in recoveries)
+                     for n in numbers], env.clock, timeout, late)
+
+    def run(recovery: InstanceRecovery) -> InstanceResult:
+        at = position[recovery.result.priority_phase]
+        try:
+            phases.enter(at)
+            return _run_unless_stopping(recovery)
+        finally:
+            phases.leave(at)
+
+    return run
 
 
 def _run_unless_stopping(recovery: InstanceRecovery) -> InstanceResult:

@@ -14,6 +14,11 @@ from recovery import exception
 from recovery.flows import locks
 from recovery.flows.context import Env
 from recovery.flows.placement import Placement
+from recovery.flows.selection import CONFIRM_RESIZE
+from recovery.flows.selection import EVACUABLE_VM_STATES
+from recovery.flows.selection import RESET
+from recovery.flows.selection import decision_for
+from recovery.flows.selection import final_state_for
 from recovery.flows.watcher import EvacuationWatcher
 from recovery.models import Server
 from recovery.results import InstanceResult
@@ -23,8 +28,9 @@ from recovery.waiting import wait_for
 
 LOG = logging.getLogger(__name__)
 
-# What a settled instance looks like for each original vm_state.
-SETTLED_VM_STATES = frozenset({"active", "stopped"})
+# What a settled instance looks like for each original vm_state (paused
+# and suspended: a resumed run finds it restored already).
+SETTLED_VM_STATES = frozenset({"active", "stopped", "paused", "suspended"})
 # The task_states of a rebuild, which an evacuation is.
 REBUILD_TASK_STATES = frozenset({"rebuilding", "rebuild_block_device_mapping",
                                  "rebuild_spawning"})
@@ -127,6 +133,7 @@ class InstanceRecovery:
         if result.migration_floor is None:
             result.migration_floor = self.watcher.baseline(result.uuid)
         self._enter(Phase.EVACUATING)
+        self._prepare()
         nova = self.env.nova
         attempts = 0
         while True:
@@ -143,6 +150,45 @@ class InstanceRecovery:
                 attempts += 1
                 LOG.warning("Evacuate of %s failed (%s) and Nova did not act "
                             "on it; retrying", self.server.id, exc)
+
+    def _prepare(self) -> None:
+        """Make evacuable an instance Nova refuses to evacuate as it is:
+        reset it to active (paused, suspended, rescued) or confirm its
+        resize (resized); see ``selection``.
+
+        Part of the evacuating phase, journaled before it: a resumed run
+        reaches it only when no evacuation was acted on, and decides on
+        the state Nova shows, so it never acts twice, nor over a rebuild.
+        """
+        prepare = decision_for(self.result.original_state).prepare
+        if prepare is None:
+            return
+        current = self.env.nova.get_server(self.server.id)
+        if current.vm_state in EVACUABLE_VM_STATES:
+            if prepare == CONFIRM_RESIZE and current.task_state is not None:
+                self._wait_evacuable()
+            return
+        LOG.info("Instance %s is %s: %s to evacuate it", self.server.id,
+                 current.vm_state, prepare)
+        if prepare == RESET:
+            self.env.nova.reset_state(self.server.id, "active")
+        elif prepare == CONFIRM_RESIZE:
+            if current.task_state is None:
+                self.env.nova.confirm_resize(self.server.id)
+            self._wait_evacuable()
+
+    def _wait_evacuable(self) -> None:
+        """Until a confirm (run by the resize's source host) ends."""
+        def reached() -> bool:
+            server = self.env.nova.get_server(self.server.id)
+            return (server.vm_state in EVACUABLE_VM_STATES
+                    and server.task_state is None)
+
+        wait_for(reached, what=f"instance {self.server.id} to be confirmed "
+                 f"(its resize's source host confirms it)",
+                 timeout=self.env.settings.state_change_timeout,
+                 interval=self.env.settings.poll_interval,
+                 clock=self.env.clock)
 
     def _evacuation_started(self) -> bool:
         """Whether Nova acted on an evacuate whose answer was lost, or
@@ -209,16 +255,24 @@ class InstanceRecovery:
         """Bring the instance back to the state it had before the failure."""
         self._enter(Phase.RESTORING)
         self.result.dest_host = current.host
-        wanted = self.result.original_state
+        wanted = (final_state_for(self.result.original_state)
+                  or current.vm_state)
         nova = self.env.nova
+        running = ("active", "paused", "suspended")
         if wanted == "error":
             nova.reset_state(current.id, "error")
-        elif wanted == "active" and current.vm_state == "stopped":
+        elif wanted in running and current.vm_state == "stopped":
             nova.start(current.id)
             self._wait_vm_state("active")
         elif wanted == "stopped" and current.vm_state == "active":
             nova.stop(current.id)
             self._wait_vm_state("stopped")
+        if wanted == "paused" and current.vm_state != "paused":
+            nova.pause(current.id)
+            self._wait_vm_state("paused")
+        elif wanted == "suspended" and current.vm_state != "suspended":
+            nova.suspend(current.id)
+            self._wait_vm_state("suspended")
         self.result.final_state = wanted
 
     def _wait_vm_state(self, vm_state: str) -> None:

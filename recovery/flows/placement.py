@@ -96,6 +96,10 @@ class Method(Protocol):
     def describe(self) -> str:
         """The method, for the dry run and the results."""
 
+    def destinations(self) -> list[str]:
+        """The hosts it sends instances to, in the order it takes them;
+        empty when the scheduler picks."""
+
 
 class Auto:
     """The scheduler picks; an instance gets one try."""
@@ -116,6 +120,9 @@ class Auto:
 
     def describe(self) -> str:
         return "the scheduler picks"
+
+    def destinations(self) -> list[str]:
+        return []
 
 
 class ReservedHosts:
@@ -143,6 +150,13 @@ class ReservedHosts:
             return f"no reserved hosts: {self._failed_host} is in no segment"
         names = [h.name for h in self._candidates()]
         return f"reserved hosts {', '.join(names) or '(none left)'}"
+
+    def destinations(self) -> list[str]:
+        """The reserved hosts not yet left: the one in use first."""
+        names = [h.name for h in self._candidates()]
+        current = self._current
+        return ([current] if current in names else []) + [
+            n for n in names if n != current]
 
     def _candidates(self) -> list[HostRecord]:
         return [h for h in self._store.reserved_hosts(

@@ -35,6 +35,11 @@ class Spec:
     ha: bool = True                 # metadata HA_Enabled=True
     owner_locked: bool = False      # locked by its own project
     task_state: str | None = None   # a task stuck on the dead host
+    # More metadata (e.g. HA_Priority), set at boot.
+    metadata: dict[str, str] = dataclasses.field(default_factory=dict)
+
+    def all_metadata(self) -> dict[str, str]:
+        return {**({HA_KEY: "True"} if self.ha else {}), **self.metadata}
 
 
 class Cloud:
@@ -145,7 +150,7 @@ class FakeCloud(Cloud):
         return {spec.name: self.nova.add_server(
             spec.name, host, vm_state=spec.state,
             task_state=spec.task_state,
-            metadata={HA_KEY: "True"} if spec.ha else {},
+            metadata=spec.all_metadata(),
             locked_by="owner" if spec.owner_locked else None,
             locked_reason=OWNER_LOCK_REASON) for spec in specs}
 
@@ -176,7 +181,7 @@ class RealCloud(Cloud):
     def _boot(self, host: str, specs: list[Spec]) -> dict[str, str]:
         # Ask for every server first: Nova builds them concurrently.
         ids = {spec.name: self.nova.create(
-            spec.name, host, {HA_KEY: "True"} if spec.ha else {})
+            spec.name, host, spec.all_metadata())
             for spec in specs}
         for spec in specs:
             self.nova.settle(ids[spec.name], spec.state, spec.owner_locked,

@@ -16,6 +16,7 @@ from urllib.parse import parse_qsl
 
 from tests.fakenova import errors
 from tests.fakenova import handlers
+from tests.fakenova import placement
 from tests.fakenova import views
 from tests.fakenova.state import Injection
 from tests.fakenova.state import State
@@ -125,6 +126,10 @@ class NovaApp:
         max_version = self.state.microversion_max
         if req.path == "/" and req.method == "GET":
             return 200, views.versions_doc(req.root, max_version), []
+        if req.path.startswith(placement.PREFIX):
+            status, body = placement.respond(self.state, req.method,
+                                             req.path, req.query)
+            return status, body, []
         if not req.path.startswith("/v2.1"):
             return 404, errors.not_found(
                 "The resource could not be found.").body(), []

@@ -126,6 +126,37 @@ def start(state: State, ctx: RequestContext, server: Server) -> None:
     _power_transition(state, server, "powering-on", "active")
 
 
+def pause(state: State, ctx: RequestContext, server: Server) -> None:
+    check_lock(ctx, server)
+    check_state(server, "pause", ("active",))
+    _power_transition(state, server, "pausing", "paused")
+
+
+def suspend(state: State, ctx: RequestContext, server: Server) -> None:
+    check_lock(ctx, server)
+    check_state(server, "suspend", ("active",))
+    _power_transition(state, server, "suspending", "suspended")
+
+
+def confirm_resize(state: State, ctx: RequestContext,
+                   server: Server) -> None:
+    """The source host of the resize (not modelled: always up) frees the
+    old flavor; the instance keeps the new one, on its host."""
+    check_lock(ctx, server)
+    check_state(server, "confirmResize", ("resized",))
+    server.task_state = None
+    state.call_later(state.evacuation_latency / 2, _finish_confirm, state,
+                     server)
+
+
+def _finish_confirm(state: State, server: Server) -> None:
+    if server.vm_state != "resized":
+        return
+    server.vm_state = ("stopped" if server.power_state != POWER_FOR_VM_STATE[
+        "active"] else "active")
+    state.touch(server)
+
+
 def _power_transition(state: State, server: Server, task_state: str,
                       vm_state: str) -> None:
     server.task_state = task_state

@@ -95,6 +95,10 @@ def _visible_servers(state: State, ctx: RequestContext, req: Request,
         status = req.query.get("status")
         if status and views.server_status(server) != status.upper():
             continue
+        # Nova lists a soft-deleted server only when asked for deleted
+        # ones (db.instance_get_all_by_filters, soft_deleted).
+        if server.vm_state == "soft-delete" and not status:
+            continue
         found.append(server)
     return sorted(found, key=_server_key, reverse=True)
 
@@ -153,6 +157,9 @@ _ACTIONS: dict[str, tuple[int, Callable[..., Any], Callable[..., Any]]] = {
                       compute.reset_state),
     "os-stop": (202, _no_body, _ignore_body(compute.stop)),
     "os-start": (202, _no_body, _ignore_body(compute.start)),
+    "pause": (202, _no_body, _ignore_body(compute.pause)),
+    "suspend": (202, _no_body, _ignore_body(compute.suspend)),
+    "confirmResize": (204, _no_body, _ignore_body(compute.confirm_resize)),
 }
 
 

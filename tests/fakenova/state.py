@@ -16,7 +16,9 @@ from typing import Any
 RUNNING, PAUSED, SHUTDOWN, SUSPENDED, NOSTATE = 1, 3, 4, 7, 0
 POWER_FOR_VM_STATE = {"active": RUNNING, "stopped": SHUTDOWN,
                       "error": NOSTATE, "paused": PAUSED,
-                      "suspended": SUSPENDED}
+                      "suspended": SUSPENDED, "rescued": RUNNING,
+                      "resized": RUNNING, "shelved": SHUTDOWN,
+                      "soft-delete": SHUTDOWN}
 # migration statuses after which nothing happens any more
 FINAL_MIGRATION_STATUSES = ("done", "completed", "failed", "error")
 

@@ -28,6 +28,10 @@ _STATUS_MAP: dict[str, dict[str | None, str]] = {
               "rebuild_spawning": "REBUILD"},
     "paused": {None: "PAUSED"},
     "suspended": {None: "SUSPENDED"},
+    "rescued": {None: "RESCUE"},
+    "resized": {None: "VERIFY_RESIZE"},
+    "shelved": {None: "SHELVED"},
+    "soft-delete": {None: "SOFT_DELETED"},
 }
 
 

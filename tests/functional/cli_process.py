@@ -5,6 +5,8 @@ import os
 import subprocess
 import sys
 
+from tests.fakenova.placement import endpoint_for
+
 LOCK_REASON = "Locked by recovery: host-failure evacuation"
 
 
@@ -19,6 +21,7 @@ def write_config(tmp_path, nova, threads=3, retries=3, poll_interval=0.05,
         # As the real Nova harness: a heartbeat older than 3 s is gone.
         f"[safety]\nservice_down_time = 3\n\n"
         f"[nova]\nauth_type = admin_token\nendpoint = {nova.endpoint}\n"
+        f"placement_endpoint_override = {endpoint_for(nova.endpoint)}\n"
         f"token = admin:admin:admin\ntimeout = 5\n"
         f"api_retries = {retries}\n\n"
         f"[database]\nconnection = sqlite:///{tmp_path}/recovery.sqlite\n")

@@ -17,6 +17,7 @@ from recovery.db.store import Store
 from recovery.db.store import open_store
 from recovery.notification import Notification
 from tests.fakenova import server as fakenova_server
+from tests.fakenova.placement import endpoint_for
 from tests.functional.cli_process import LOCK_REASON
 from tests.functional.cli_process import run_cli
 
@@ -59,6 +60,7 @@ class EngineProcess:
             f"evacuation_timeout = 60\n\n"
             f"[safety]\nservice_down_time = 3\n\n"
             f"[nova]\nauth_type = admin_token\nendpoint = {endpoint}\n"
+            f"placement_endpoint_override = {endpoint_for(endpoint)}\n"
             f"token = admin:admin:admin\ntimeout = 5\n\n"
             f"[database]\nconnection = {self.database}\n\n"
             f"[api]\nauth_strategy = noauth\nport = 0\n\n"

@@ -583,7 +583,9 @@ def test_vmoves_map_the_journal(api, four):
                        original_state="active", dest_host="compute-2",
                        final_state="active", phase=Phase.DONE,
                        outcome=Outcome.RECOVERED, started_at=at,
-                       finished_at=at + datetime.timedelta(seconds=30)),
+                       finished_at=at + datetime.timedelta(seconds=30),
+                       priority=10, priority_phase=1,
+                       capacity_warning="compute-2 may be full"),
         InstanceResult(uuid="i-bad", name="vm-bad", source_host="compute-1",
                        original_state="active", phase=Phase.DONE,
                        outcome=Outcome.FAILED, reason="no valid host"),
@@ -617,6 +619,10 @@ def test_vmoves_map_the_journal(api, four):
     assert ok["created_at"] == ok["updated_at"] == (
         "2026-11-22T10:01:00.000000")
     assert moves[1]["message"] == "no valid host"
+    assert (ok["priority"], ok["priority_phase"], ok["capacity_warning"]) \
+        == (10, 1, "compute-2 may be full")
+    assert (moves[1]["priority"], moves[1]["priority_phase"],
+            moves[1]["capacity_warning"]) == (None, None, None)
     assert moves[3]["phase"] == "evacuating"
     # Masakari's order: the newest first.
     newest = api.get(f"/v1/notifications/{uuid}/vmoves").json["vmoves"]

@@ -118,6 +118,35 @@ def test_dry_run_changes_nothing(cloud, tmp_path):
     assert mutations(fake) == []
 
 
+def test_priorities_in_the_plan_the_table_and_the_json(fake_nova,
+                                                      tmp_path):
+    fake = fake_nova
+    for host in ("compute-1", "compute-2"):
+        fake.add_compute(host)
+    for name, priority in (("low", "1"), ("high", "10"), ("odd", "soon")):
+        fake.add_server(name, FAILED, metadata={"HA_Priority": priority})
+    fake.fail_host(FAILED)
+    config = write_config(tmp_path, fake)
+    plan = run_cli(config, "host-failure", FAILED, "--dry-run")
+    assert plan.returncode == 0, plan.stderr
+    rows = {line.split("|")[1].strip(): line
+            for line in plan.stdout.splitlines() if line.startswith("| ")}
+    assert "| Priority " in rows["Instance"]
+    assert "| 10 (phase 1) " in rows["high"]
+    assert "phase 1 (priority 10), evacuate (auto)" in rows["high"]
+    assert "| 1 (phase 2) " in rows["low"]
+    assert "| 0 (phase 3) " in rows["odd"]
+    assert "HA_Priority='soon' is not an integer" in rows["odd"]
+    proc = run_cli(config, "host-failure", FAILED, "--format", "json")
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert [(r["name"], r["priority"], r["priority_phase"], r["outcome"])
+            for r in report["instances"]] == [
+        ("high", 10, 1, "recovered"), ("low", 1, 2, "recovered"),
+        ("odd", 0, 3, "recovered")]
+    assert all("capacity_warning" in r for r in report["instances"])
+
+
 def test_nothing_to_do(fake_nova, tmp_path):
     fake_nova.add_compute(FAILED)
     fake_nova.fail_host(FAILED)
@@ -204,8 +233,8 @@ def test_runs_are_recorded_and_shown(cloud, tmp_path):
     assert len(operator) == 1 and "@" in operator.pop()
     kinds = collections.Counter(e["kind"] for e in events)
     # Every instance is evacuated ("doomed" fails); the run fails too.
-    assert kinds == {"claimed": 1, "isolated": 1, "evacuating": 20,
-                     "recovered": 19, "failed": 2}
+    assert kinds == {"claimed": 1, "isolated": 1, "capacity": 1,
+                     "evacuating": 20, "recovered": 19, "failed": 2}
     assert events[0]["message"].startswith(
         f"run by hand ('recovery host-failure {FAILED}'): attempt 1")
     assert (events[-1]["subject"], events[-1]["kind"]) == (FAILED, "failed")

@@ -43,8 +43,10 @@ def test_notification_is_recovered_and_reported(nova, engine):
     assert done["status"] == "finished", done["message"]
     assert "6 recovered" in done["message"]
     steps = [s["name"] for s in done["recovery_workflow_details"]]
+    # The capacity check is made as the instances are taken up.
     assert steps == ["verify-host-down", "force-down", "disable",
-                     "list-instances", "recover-instances"]
+                     "list-instances", "recover-instances",
+                     "capacity-check"]
     assert all(s["state"] == "SUCCESS"
                for s in done["recovery_workflow_details"])
     _, body = engine.request("GET", f"/v1/notifications/{uuid}/vmoves")

@@ -71,10 +71,13 @@ def test_a_mixed_recovery_held_by_the_brake_tells_every_decision(
     me = engine.owner
     assert host_events == [
         ("api", "received"), (me, "held"),
-        (me, "claimed"), (me, "fenced"), (me, "isolated"), (me, "error"),
-        (me, "claimed"), (me, "fenced"), (me, "isolated"), (me, "failed")]
+        (me, "claimed"), (me, "fenced"), (me, "isolated"), (me, "capacity"),
+        (me, "error"),
+        (me, "claimed"), (me, "fenced"), (me, "isolated"), (me, "capacity"),
+        (me, "failed")]
     said = {e["kind"]: e["message"] for e in events if e["subject"] == HOST}
     assert said["received"] == "COMPUTE_HOST STOPPED, host_status NORMAL"
+    assert said["capacity"] == "1 of 1 instance(s) fit"
     assert [e["message"] for e in events if e["kind"] == "held"] == [BRAKE]
     assert [e["message"] for e in events if e["kind"] == "claimed"] == [
         f"attempt 1 starts on {me}", f"attempt 2 starts on {me}"]
@@ -105,8 +108,9 @@ def test_a_mixed_recovery_held_by_the_brake_tells_every_decision(
     kinds = [e["kind"] for e in events]
     first, second = (i for i, k in enumerate(kinds) if k == "isolated")
     assert set(kinds[first + 1:kinds.index("error")]) == {
-        "evacuating", "recovered", "failed"}
-    assert kinds[second + 1:] == ["evacuating", "failed", "failed"]
+        "capacity", "evacuating", "recovered", "failed"}
+    assert kinds[second + 1:] == ["capacity", "evacuating", "failed",
+                                  "failed"]
     assert [e["id"] for e in events] == sorted(e["id"] for e in events)
     assert all(e["notification_uuid"] == uuid for e in events)
 

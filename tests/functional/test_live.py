@@ -18,7 +18,7 @@ COUNTS = "pending 0 | in flight 0 | recovered 4 | failed 1 | skipped 1"
 
 @pytest.fixture
 def cloud():
-    """Six instances on compute-1: four recover, "doomed" fails, "paused"
+    """Six instances on compute-1: four recover, "doomed" fails, "shelved"
     is skipped. Evacuations take 0.4 s, two at a time: the view is drawn
     several times during the run."""
     with FakeNova(evacuation_latency=0.4) as fake:
@@ -27,8 +27,8 @@ def cloud():
         uuids = {f"vm-{n}": fake.add_server(f"vm-{n}", FAILED)
                  for n in range(4)}
         uuids["doomed"] = fake.add_server("doomed", FAILED)
-        uuids["paused"] = fake.add_server("paused", FAILED,
-                                          vm_state="paused")
+        uuids["shelved"] = fake.add_server("shelved", FAILED,
+                                           vm_state="shelved")
         fake.set_evacuation_outcome(uuids["doomed"], "error")
         fake.fail_host(FAILED)
         yield fake, uuids
@@ -56,7 +56,7 @@ def test_the_live_view_ends_with_each_instance_s_row(cloud, tmp_path):
         assert cells[4].endswith("s") and cells[5] == ""
     assert live_row(lines, "doomed")[2] == "failed"
     assert "evacuation failed" in live_row(lines, "doomed")[5]
-    assert live_row(lines, "paused")[2:4] == ["skipped", ""]
+    assert live_row(lines, "shelved")[2:4] == ["skipped", ""]
     assert "step recover-instances failure: 4 recovered, 1 failed, " \
            "1 skipped" in lines
     # Redrawn in place: many frames were written, one is on the screen.

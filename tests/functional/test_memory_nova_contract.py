@@ -175,6 +175,49 @@ def test_a_paused_instance_is_not_evacuated(world):
         world.nova.evacuate(uuid)
 
 
+def test_pause_and_suspend_need_an_active_instance(world):
+    for action, vm_state in (("pause", "paused"),
+                             ("suspend", "suspended")):
+        uuid = world.add_server(SOURCE)
+        getattr(world.nova, action)(uuid)
+        world.settle(
+            lambda uuid=uuid, vm_state=vm_state: (
+                s := world.nova.get_server(uuid)).vm_state == vm_state
+            and s.task_state is None, f"the instance {vm_state}")
+        with pytest.raises(exception.NovaConflict, match="vm_state"):
+            getattr(world.nova, action)(uuid)
+
+
+def test_a_confirmed_resize_is_evacuated(world):
+    """VERIFY_RESIZE on a dead host: the confirm is the source host's,
+    and leaves the instance active, evacuable."""
+    uuid = world.add_server(SOURCE, "resized")
+    world.fail_host(SOURCE)
+    with pytest.raises(exception.NovaConflict, match="vm_state resized"):
+        world.nova.evacuate(uuid)
+    world.nova.confirm_resize(uuid)
+    world.settle(
+        lambda: (s := world.nova.get_server(uuid)).vm_state == "active"
+        and s.task_state is None, "the resize confirmed")
+    with pytest.raises(exception.NovaConflict, match="vm_state"):
+        world.nova.confirm_resize(uuid)
+    world.nova.evacuate(uuid)
+    _, migration = evacuated(world, uuid)
+    assert migration.status == "done"
+
+
+def test_a_paused_instance_reset_to_active_is_evacuated(world):
+    """What recovery relies on for paused, suspended and rescued."""
+    uuid = world.add_server(SOURCE, "paused")
+    world.fail_host(SOURCE)
+    world.nova.reset_state(uuid, "active")
+    server = world.nova.get_server(uuid)
+    assert (server.vm_state, server.task_state) == ("active", None)
+    world.nova.evacuate(uuid)
+    _, migration = evacuated(world, uuid)
+    assert migration.status == "done"
+
+
 @pytest.mark.parametrize("vm_state, status", [
     ("active", "ACTIVE"), ("stopped", "SHUTOFF"), ("error", "ACTIVE")])
 def test_an_evacuation_lands_on_another_host(world, vm_state, status):

@@ -7,8 +7,10 @@ from oslo_config import cfg
 
 from recovery import conf as recovery_conf
 from recovery import exception
+from recovery.models import Need
 from recovery.nova import load_nova
 from tests.fakekeystone import FakeKeystone
+from tests.fakenova.placement import endpoint_for
 from tests.unit.fakes import FakeClock
 
 
@@ -228,3 +230,33 @@ def test_the_last_check_is_at_the_socket_write(fake_nova):
     assert len(fake_nova.requests) == sent
     assert not nova.get_compute_service("compute-1").forced_down
     assert len(fake_nova.requests) == sent + 1
+
+
+def test_free_room_is_placement_s_view_by_provider_name(fake_nova):
+    """Two requests; capacity less used, per resource class."""
+    fake_nova.add_compute("compute-1", capacity=4)
+    fake_nova.add_compute("compute-2")
+    fake_nova.add_compute("compute-3", capacity=1)
+    for n in range(3):
+        fake_nova.add_server(f"vm-{n}", "compute-1")
+    fake_nova.add_server("full", "compute-3")
+    nova = load_nova(admin_token_conf(
+        fake_nova, placement_endpoint_override=endpoint_for(
+            fake_nova.endpoint)), FakeClock())
+    before = len(fake_nova.requests)
+    room = nova.free_room()
+    assert room["compute-1.localdomain"] == Need(1, 512, 1)
+    assert room["compute-2.localdomain"] == Need(1000, 512000, 1000)
+    # A full host is no candidate at all: it has no room.
+    assert "compute-3.localdomain" not in room
+    assert len(fake_nova.requests) - before == 2
+
+
+def test_without_placement_free_room_is_an_error_to_go_on_from(fake_nova):
+    """admin_token's one endpoint is Nova's: asked there, Placement's
+    paths are not found."""
+    fake_nova.add_compute("compute-1")
+    nova = load_nova(admin_token_conf(fake_nova), FakeClock())
+    with pytest.raises(exception.RecoveryError,
+                       match="resource providers"):
+        nova.free_room()

@@ -21,6 +21,7 @@ from recovery.flows.context import Settings
 from recovery.models import Aggregate
 from recovery.models import ComputeService
 from recovery.models import Migration
+from recovery.models import Need
 from recovery.models import Server
 from recovery.results import InstanceResult
 
@@ -36,6 +37,17 @@ class FakeClock:
     def sleep(self, seconds: float) -> None:
         self.sleeps.append(seconds)
         self.t += seconds
+
+    def wait(self, event, seconds) -> bool:
+        """A wait that is not ended by the event lasts all ``seconds``,
+        at once; with no limit it blocks on the event (another thread
+        sets it)."""
+        if event.is_set():
+            return True
+        if seconds is None:
+            return event.wait()
+        self.sleep(seconds)
+        return event.is_set()
 
     def now(self) -> datetime.datetime:
         return (datetime.datetime(2026, 11, 22, tzinfo=datetime.timezone.utc)
@@ -97,6 +109,7 @@ class FakeServer:
     locked_reason: str | None = None
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
     fault: str | None = None
+    need: Need | None = None
 
     def snapshot(self) -> Server:
         status = {"active": "ACTIVE", "stopped": "SHUTOFF",
@@ -105,7 +118,8 @@ class FakeServer:
                       vm_state=self.vm_state, task_state=self.task_state,
                       status=status, locked=self.locked,
                       locked_reason=self.locked_reason,
-                      metadata=dict(self.metadata), fault=self.fault)
+                      metadata=dict(self.metadata), fault=self.fault,
+                      need=self.need)
 
 
 # Nova's time: the newest heartbeat, the conductor's.
@@ -155,6 +169,8 @@ class MemoryNova:
         self.outcomes: dict[str, str] = {}   # uuid -> "error" | "hang"
         self.acted_then_failed: set[str] = set()
         self.capacity: dict[str, int] = {}
+        # Placement's view, by host: None, no Placement to ask.
+        self.room: dict[str, Need] | None = None
         self.aggregates: list[Aggregate] = []
         self.aggregate_hosts: dict[int, list[str]] = {}
         self.clock: FakeClock | None = None
@@ -191,6 +207,12 @@ class MemoryNova:
         return [call[0] for call in self.calls]
 
     # -- the facade ----------------------------------------------------------
+    def free_room(self) -> dict[str, Need]:
+        if self.room is None:
+            raise exception.ConfigError("no Placement endpoint configured")
+        self._record("free_room", "")
+        return dict(self.room)
+
     def list_services(self) -> list[ComputeService]:
         """The conductor's heartbeat is Nova's time: NOVA_NOW, moving on
         with ``self.clock`` when a test sets one."""
@@ -255,6 +277,34 @@ class MemoryNova:
     def start(self, uuid: str) -> None:
         self._record("start", uuid)
         self.servers[uuid].vm_state = "active"
+
+    def pause(self, uuid: str) -> None:
+        self._record("pause", uuid)
+        self._from_active(uuid, "pause", "paused")
+
+    def suspend(self, uuid: str) -> None:
+        self._record("suspend", uuid)
+        self._from_active(uuid, "suspend", "suspended")
+
+    def confirm_resize(self, uuid: str) -> None:
+        """Nova confirms only VERIFY_RESIZE; the resize's source host (up
+        here) frees the old flavor and the instance is active again."""
+        self._record("confirm_resize", uuid)
+        server = self.servers[uuid]
+        if server.vm_state != "resized":
+            raise exception.NovaConflict(
+                f"Cannot 'confirmResize' instance {uuid} while it is in "
+                f"vm_state {server.vm_state} (HTTP 409)", status=409)
+        server.vm_state = "active"
+
+    def _from_active(self, uuid: str, action: str, vm_state: str) -> None:
+        """Nova pauses and suspends only an active instance."""
+        server = self.servers[uuid]
+        if server.vm_state != "active":
+            raise exception.NovaConflict(
+                f"Cannot '{action}' instance {uuid} while it is in "
+                f"vm_state {server.vm_state} (HTTP 409)", status=409)
+        server.vm_state = vm_state
 
     def evacuate(self, uuid: str, host: str | None = None) -> None:
         server = self.servers[uuid]

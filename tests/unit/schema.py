@@ -16,6 +16,9 @@ ADDED = {
     "0008": ("ALTER TABLE instance_journal DROP COLUMN created_at",
              "ALTER TABLE notifications DROP COLUMN failover_segment_uuid"),
     "0009": ("DROP TABLE events",),
+    "0010": ("ALTER TABLE instance_journal DROP COLUMN priority",
+             "ALTER TABLE instance_journal DROP COLUMN priority_phase",
+             "ALTER TABLE instance_journal DROP COLUMN capacity_warning"),
 }
 
 

@@ -71,7 +71,7 @@ def test_a_mixed_run_records_each_decision_once(store, clock):
     nova.add_server("ok")
     nova.add_server("bad")
     nova.outcomes["bad"] = "error"
-    nova.add_server("paused", vm_state="paused")
+    nova.add_server("shelved", vm_state="shelved")
     taken, recorder = held_run(store, clock, notify(store, clock))
     report = hf.recover_host(make_env(nova, clock, recorder=recorder), HOST,
                              fencer=FakeFencer(nova), pool_factory=SyncPool)
@@ -97,7 +97,7 @@ def test_a_mixed_run_records_each_decision_once(store, clock):
         "vm-bad (bad)": [
             ("evacuating", "evacuating from compute-1 (auto)"),
             ("failed", bad.reason)],
-        "vm-paused (paused)": [("skipped", report.instances[-1].reason)]}
+        "vm-shelved (shelved)": [("skipped", report.instances[-1].reason)]}
     assert "evacuation error" in bad.reason
     # Each instance's journal was written before each of its steps; its
     # events only when something changed.
@@ -120,6 +120,21 @@ def test_an_unlock_that_fails_after_the_outcome_is_told_again(store,
         ("recovered", "evacuated from compute-1 to compute-2 (auto); "
                       "active as before"),
         ("failed", "left locked, unlock failed: Nova is down")]
+
+
+def test_a_recovered_instance_in_another_state_says_what_it_was(
+        store, clock):
+    nova = MemoryNova()
+    nova.add_service(HOST, state="down")
+    nova.add_server("a", vm_state="rescued")
+    taken, recorder = held_run(store, clock, notify(store, clock))
+    hf.recover_host(make_env(nova, clock, recorder=recorder), HOST,
+                    pool_factory=SyncPool)
+    told = [(e.kind, e.message) for e in store.events(taken.uuid)
+            if e.subject == "vm-a (a)"]
+    assert told[-1] == (
+        "recovered", "evacuated from compute-1 to compute-2 (auto); "
+                     "active (was rescued)")
 
 
 def test_only_a_host_failure_s_steps_are_decisions(store, clock):

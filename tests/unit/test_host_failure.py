@@ -346,17 +346,17 @@ def test_instance_appearing_during_recovery_is_recovered():
 
 def test_skipped_instances_are_reported_with_reason():
     nova = nova_with()
-    nova.add_server("a", vm_state="paused")
+    nova.add_server("a", vm_state="shelved")
     report = recover(nova)
     assert report.instances[0].outcome is Outcome.SKIPPED
-    assert "paused" in report.instances[0].reason
+    assert "shelved" in report.instances[0].reason
     assert report.succeeded
 
 
 def test_dry_run_changes_nothing_and_plans():
     nova = nova_with()
     nova.add_server("a", task_state="rebooting")
-    nova.add_server("b", vm_state="paused")
+    nova.add_server("b", vm_state="shelved")
     nova.add_server("c", locked=True, locked_reason="owner")
     report = hf.recover_host(make_env(nova), HOST, dry_run=True,
                              pool_factory=SyncPool)
@@ -382,3 +382,17 @@ def test_report_times_come_from_the_clock():
     report = hf.recover_host(make_env(nova, clock), HOST,
                              pool_factory=SyncPool)
     assert report.started_at == report.finished_at == clock.now()
+
+
+def test_dry_run_plans_the_steps_of_each_vm_state():
+    nova = nova_with()
+    nova.add_server("p", vm_state="paused")
+    nova.add_server("r", vm_state="resized")
+    report = hf.recover_host(make_env(nova), HOST, dry_run=True,
+                             pool_factory=SyncPool)
+    assert mutations(nova) == []
+    plan = {r.uuid: (r.outcome, r.reason) for r in report.instances}
+    assert plan["p"] == (Outcome.PLANNED, "reset-state to active, "
+                         "evacuate (auto), then pause")
+    assert plan["r"] == (Outcome.PLANNED,
+                         "confirm the resize, evacuate (auto)")

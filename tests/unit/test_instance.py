@@ -31,7 +31,7 @@ def recover(nova: MemoryNova, uuid: str, **overrides):
 
 def actions(nova: MemoryNova, uuid: str) -> list[str]:
     mutating = {"lock", "unlock", "reset_state", "evacuate", "stop",
-                "start"}
+                "start", "pause", "suspend", "confirm_resize"}
     return [c[0] if c[0] != "reset_state" else f"reset_state:{c[2]}"
             for c in nova.calls if c[0] in mutating and c[1] == uuid]
 
@@ -46,6 +46,18 @@ def actions(nova: MemoryNova, uuid: str) -> list[str]:
     ("stopped", "powering-on", ["lock", "evacuate", "unlock"], "stopped"),
     ("error", "deleting",
      ["lock", "evacuate", "reset_state:error", "unlock"], "error"),
+    # Nova evacuates them only once reset to active (see selection).
+    ("paused", None, ["lock", "reset_state:active", "evacuate", "pause",
+                      "unlock"], "paused"),
+    ("suspended", None, ["lock", "reset_state:active", "evacuate",
+                         "suspend", "unlock"], "suspended"),
+    ("rescued", None, ["lock", "reset_state:active", "evacuate", "unlock"],
+     "active"),
+    ("paused", "unpausing", ["lock", "reset_state:active", "evacuate",
+                             "pause", "unlock"], "paused"),
+    # VERIFY_RESIZE on the failed host: confirmed by the source host.
+    ("resized", None, ["lock", "confirm_resize", "evacuate", "unlock"],
+     "active"),
 ])
 def test_state_table(vm_state, task_state, expected_actions, final):
     nova = MemoryNova()
@@ -212,3 +224,76 @@ def test_a_lost_lease_on_unlock_is_not_the_instance_failing():
     with pytest.raises(exception.LeaseLost):
         recover(nova, "a")
     assert nova.servers["a"].locked
+
+
+def test_paused_instance_started_then_paused_under_2_95_semantics():
+    nova = MemoryNova(active_ends_stopped=True)
+    nova.add_server("a", vm_state="paused")
+    result, _, _ = recover(nova, "a")
+    assert result.outcome is Outcome.RECOVERED, result.reason
+    assert actions(nova, "a") == ["lock", "reset_state:active", "evacuate",
+                                  "start", "pause", "unlock"]
+    assert nova.servers["a"].vm_state == "paused"
+
+
+def test_the_reset_is_journaled_before_it_is_sent():
+    nova = MemoryNova()
+    nova.add_server("a", vm_state="suspended")
+    recorder = ListRecorder()
+    seen = []
+    reset_state = nova.reset_state
+
+    def recording_reset(uuid, state):
+        seen.append(recorder.events[-1][1])
+        reset_state(uuid, state)
+
+    nova.reset_state = recording_reset
+    env = make_env(nova, FakeClock(), recorder)
+    server = nova.servers["a"].snapshot()
+    result = InstanceResult(uuid="a", name="a", source_host=SOURCE,
+                            original_state="suspended")
+    watcher = EvacuationWatcher(nova, SOURCE, env.clock,
+                                env.settings.poll_interval)
+    InstanceRecovery(env, watcher, server, result, auto()).run()
+    assert result.outcome is Outcome.RECOVERED, result.reason
+    # Sent once, in the evacuating phase: journaled (with the migration
+    # floor) before it.
+    assert seen == ["evacuating"]
+    assert result.migration_floor is not None
+
+
+def test_a_resumed_run_does_not_reset_again():
+    """Crashed between the reset and the evacuate: the journal keeps the
+    original state (paused), Nova shows active: evacuate, pause again."""
+    nova = MemoryNova()
+    nova.add_server("a", vm_state="active")
+    clock = FakeClock()
+    env = make_env(nova, clock, ListRecorder())
+    server = nova.servers["a"].snapshot()
+    result = InstanceResult(uuid="a", name=server.name, source_host=SOURCE,
+                            original_state="paused", migration_floor=0)
+    watcher = EvacuationWatcher(nova, SOURCE, clock,
+                                env.settings.poll_interval)
+    InstanceRecovery(env, watcher, server, result, auto()).run()
+    assert result.outcome is Outcome.RECOVERED, result.reason
+    assert actions(nova, "a") == ["lock", "evacuate", "pause", "unlock"]
+    assert (result.original_state, result.final_state) == ("paused",
+                                                           "paused")
+
+
+def test_a_resumed_run_does_not_confirm_again():
+    """Crashed between the confirm and the evacuate: Nova shows it
+    active; it is evacuated, never confirmed twice."""
+    nova = MemoryNova()
+    nova.add_server("a", vm_state="active")
+    clock = FakeClock()
+    env = make_env(nova, clock, ListRecorder())
+    server = nova.servers["a"].snapshot()
+    result = InstanceResult(uuid="a", name=server.name, source_host=SOURCE,
+                            original_state="resized", migration_floor=0)
+    watcher = EvacuationWatcher(nova, SOURCE, clock,
+                                env.settings.poll_interval)
+    InstanceRecovery(env, watcher, server, result, auto()).run()
+    assert result.outcome is Outcome.RECOVERED, result.reason
+    assert actions(nova, "a") == ["lock", "evacuate", "unlock"]
+    assert result.final_state == "active"

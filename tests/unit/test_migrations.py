@@ -178,3 +178,36 @@ def test_0009_adds_the_decision_log_to_a_store_in_use(tmp_path):
         assert [e.kind for e in store.events(since=later)] == ["suspect"]
     finally:
         store.close()
+
+
+def test_0010_adds_priority_and_capacity_to_a_journal_in_use(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.sqlite"
+    store = open_store(url)
+    run = store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                    hostname="compute-1", generated_time=NOW,
+                    payload={"event": "STOPPED"}, origin="api",
+                    status=Status.RUNNING, now=NOW)
+    store.save_instance(run.uuid, InstanceResult(
+        uuid="i-1", name="vm-1", source_host="compute-1",
+        original_state="active", method="auto"), NOW)
+    store.close()
+    back_to(url, "0009")
+    engine = sqlalchemy.create_engine(url)
+    columns = {c["name"] for c in sqlalchemy.inspect(engine).get_columns(
+        "instance_journal")}
+    engine.dispose()
+    assert not {"priority", "priority_phase", "capacity_warning"} & columns
+    store = open_store(url)
+    try:
+        # The entry written before it has none of the three.
+        [old] = store.journal(run.uuid)
+        assert (old.method, old.priority, old.priority_phase,
+                old.capacity_warning) == ("auto", None, None, None)
+        old.priority, old.priority_phase = 10, 1
+        old.capacity_warning = "compute-2 may lack 2048 MB of MEMORY_MB"
+        store.save_instance(run.uuid, old, NOW)
+        [kept] = store.journal(run.uuid)
+        assert (kept.priority, kept.priority_phase, kept.capacity_warning) \
+            == (10, 1, "compute-2 may lack 2048 MB of MEMORY_MB")
+    finally:
+        store.close()

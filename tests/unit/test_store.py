@@ -586,12 +586,16 @@ def test_save_instance_upserts_and_journal_round_trips(store):
     first.final_state = "active"
     first.finished_at = later(9)
     first.locked_by_us = False
+    first.priority, first.priority_phase = -5, 2
+    first.capacity_warning = "compute-2 may lack room " + "x" * 400
     store.save_instance(item.uuid, first, later(9))
 
     journal = store.journal(item.uuid)
     assert journal == [first, second]
     got = journal[0]
     assert got.migration_floor == 41
+    assert (got.priority, got.priority_phase) == (-5, 2)
+    assert journal[1].priority is journal[1].capacity_warning is None
     assert got.phase is Phase.DONE
     assert got.outcome is Outcome.RECOVERED
     assert got.started_at == started

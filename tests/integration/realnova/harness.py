@@ -172,10 +172,11 @@ class RealNova:
         self.api("POST", f"/servers/{server_id}/action", body, token=token)
 
     def create(self, name: str, host: str,
-               metadata: dict[str, str] | None = None) -> str:
+               metadata: dict[str, str] | None = None,
+               flavor: str = FLAVOR) -> str:
         """Ask for a server of project ``demo`` on ``host``; its id."""
         created = self.api("POST", "/servers", {"server": {
-            "name": name, "imageRef": IMAGE, "flavorRef": FLAVOR,
+            "name": name, "imageRef": IMAGE, "flavorRef": flavor,
             "networks": "none", "availability_zone": f"nova:{host}",
             "metadata": metadata or {}}}, token=OWNER_ADMIN_TOKEN)
         return str(created["server"]["id"])

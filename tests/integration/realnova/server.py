@@ -5,7 +5,8 @@
 
 Serves the compute API at ``http://127.0.0.1:PORT/v2.1`` (the novaclient
 endpoint; authenticate with ``X-Auth-Token: user:project[:roles]``) and a
-JSON control API on the same port under ``/_control``:
+JSON control API on the same port under ``/_control``, and Placement
+under ``/placement``:
 
 - ``POST /_control/fail_host {"host": H}``: stop H's nova-compute;
 - ``POST /_control/restore_host {"host": H}``: start a new one for H;
@@ -41,6 +42,9 @@ from tests.integration.realnova.stack import NovaStack  # noqa: E402
 
 LOG = logging.getLogger("realnova")
 CONTROL_PREFIX = "/_control/"
+# Placement, beside the compute API at /v2.1 (tokens as Nova's: its
+# noauth middleware takes "admin..." for an admin).
+PLACEMENT_PREFIX = "/placement"
 
 StartResponse = Callable[..., Any]
 
@@ -51,6 +55,7 @@ class ControlApp:
     def __init__(self, stack: NovaStack, stop: Callable[[], None]) -> None:
         self._stack = stack
         self._nova = stack.app
+        self._placement = stack.placement_app
         self._calls: list[dict[str, Any]] = []
         self._commands: dict[str, Callable[[dict[str, Any]], Any]] = {
             "fail_host": lambda b: stack.fail_host(b["host"]),
@@ -64,6 +69,10 @@ class ControlApp:
     def __call__(self, env: dict[str, Any],
                  start_response: StartResponse) -> Iterable[bytes]:
         path = env.get("PATH_INFO", "")
+        if path.startswith(PLACEMENT_PREFIX):
+            env["SCRIPT_NAME"] = PLACEMENT_PREFIX
+            env["PATH_INFO"] = path[len(PLACEMENT_PREFIX):]
+            return self._placement(env, start_response)
         if not path.startswith(CONTROL_PREFIX):
             return self._serve_nova(env, start_response)
         command = self._commands.get(path[len(CONTROL_PREFIX):])

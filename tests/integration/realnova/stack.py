@@ -86,6 +86,9 @@ class NovaStack(integrated_helpers._IntegratedTestBase):
         self.flags(report_interval=REPORT_INTERVAL,
                    service_down_time=SERVICE_DOWN_TIME)
         self.flags(**ALLOCATION_RATIOS)
+        # A delete is a soft delete (vm_state soft-delete) that is never
+        # reclaimed: periodic tasks are off.
+        self.flags(reclaim_instance_interval=3600)
         for name, value in QUOTAS.items():
             self.flags(**{name: value}, group="quota")
         super()._setup_services()
@@ -99,6 +102,14 @@ class NovaStack(integrated_helpers._IntegratedTestBase):
     def app(self) -> Any:
         """The compute API WSGI app (paste urlmap: ``/v2.1``, ``/v2``)."""
         return self.api_fixture.app()
+
+    @property
+    def placement_app(self) -> Any:
+        """Placement's WSGI app, on the database Nova's computes report
+        to (the fixture's own is reachable only inside this process)."""
+        from placement import deploy
+
+        return deploy.loadapp(self.placement_fixture.conf_fixture.conf)
 
     # -- control --------------------------------------------------------
     def _known(self, host: str) -> None:
