@@ -11,14 +11,12 @@ import pytest
 from oslo_config import cfg
 
 from recovery import conf as recovery_conf
-from recovery.db.store import open_store
 from recovery.engine.detector import Detector
 from recovery.engine.gates import Gates
 from recovery.fencing import load_fencing
 from recovery.notification import Kind
 from recovery.notification import Status
 from tests.unit.fakes import NOVA_NOW
-from tests.unit.fakes import FakeClock
 from tests.unit.fakes import MemoryNova
 from tests.unit.runs import finish_at
 from tests.unit.runs import take_at
@@ -57,18 +55,6 @@ def conf():
     conf.set_override("hosts", ["compute-*"], "detector")
     return conf
 
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def store(tmp_path, clock):
-    store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
-    store.lease_clock = lambda conn: clock.now()
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from recovery import exception
 from recovery import intake
 from recovery.api import validation
 from recovery.cmd import events as events_command
-from recovery.db.store import open_store
 from recovery.engine.lease import Lease
 from recovery.engine.runner import StoreRecorder
 from recovery.engine.service import Engine
@@ -22,7 +21,6 @@ from recovery.flows import host_failure as hf
 from recovery.notification import Kind
 from recovery.notification import Status
 from recovery.results import StepState
-from tests.unit.fakes import FakeClock
 from tests.unit.fakes import FakeFencer
 from tests.unit.fakes import MemoryNova
 from tests.unit.fakes import SyncPool
@@ -32,18 +30,6 @@ HOST = "compute-1"
 OWNER = "engine-a:1"
 STOPPED = {"event": "STOPPED", "host_status": "NORMAL"}
 
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def store(tmp_path, clock):
-    store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
-    store.lease_clock = lambda conn: clock.now()
-    yield store
-    store.close()
 
 
 def notify(store, clock, *, type="COMPUTE_HOST", payload=STOPPED,

@@ -7,11 +7,9 @@ import pytest
 from oslo_config import cfg
 
 from recovery import conf as recovery_conf
-from recovery.db.store import open_store
 from recovery.engine.gates import Gates
 from recovery.notification import Status
 from recovery.notification import classify
-from tests.unit.fakes import FakeClock
 from tests.unit.fakes import MemoryNova
 
 STOPPED = {"event": "STOPPED", "host_status": "NORMAL"}
@@ -25,19 +23,6 @@ def conf():
     conf([])
     return conf
 
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def store(tmp_path, clock):
-    store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
-    # The database's clock, here the same fake as the engine's.
-    store.lease_clock = lambda conn: clock.now()
-    yield store
-    store.close()
 
 
 @pytest.fixture

@@ -8,7 +8,6 @@ import logging
 import pytest
 
 from recovery import exception
-from recovery.db.store import open_store
 from recovery.engine.lease import Lease
 from recovery.engine.lease import LeaseKeeper
 from recovery.engine.runner import StoreRecorder
@@ -16,23 +15,9 @@ from recovery.notification import Kind
 from recovery.notification import Status
 from recovery.results import InstanceResult
 from recovery.results import Phase
-from tests.unit.fakes import FakeClock
 
 SECONDS = 60
 
-
-@pytest.fixture
-def clock():
-    return FakeClock()
-
-
-@pytest.fixture
-def store(tmp_path, clock):
-    store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
-    # The database's clock: the same fake, so the test moves both.
-    store.lease_clock = lambda conn: clock.now()
-    yield store
-    store.close()
 
 
 def take(store, clock, owner):
