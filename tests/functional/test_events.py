@@ -7,7 +7,6 @@ import json
 import pytest
 
 from tests.bmc import write_credentials_file
-from tests.fakenova import FakeNova
 from tests.functional.cli_process import run_cli
 from tests.functional.engine_process import EngineProcess
 from tests.functional.engine_process import wait_until
@@ -16,14 +15,6 @@ HOST = "compute-1"
 HOSTS = ("compute-1", "compute-2", "compute-3", "compute-4")
 BRAKE = ("held by the mass-failure brake: 3 of 4 compute services are down "
          "or in recovery (75% > max_failed_hosts_percent 50%)")
-
-
-@pytest.fixture
-def nova():
-    with FakeNova(evacuation_latency=0.2) as fake:
-        for host in HOSTS:
-            fake.add_compute(host)
-        yield fake
 
 
 @pytest.fixture
