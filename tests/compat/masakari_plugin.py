@@ -8,10 +8,11 @@ with two computes, recovery-engine as its ``instance-ha`` service behind
 Keystone (tests/compat/deployment.py), and the clouds.yaml they read.
 The VM tests send their notification for the first hypervisor, as the
 instance monitor on the server's host would: they were written for a
-one-compute devstack, where the scheduler has no other choice. Here a
-server on compute-2 makes Nova's default weighers (spread) choose
-compute-1: recovery ignores a VM event from a host the instance is not
-on (a stale event).
+one-compute devstack, where the scheduler has no other choice. Here
+compute-2's service is disabled, so the scheduler has none either:
+recovery ignores a VM event from a host the instance is not on (a stale
+event). Both hypervisors are still listed for the segment and host
+tests.
 The tests that check what recovery deliberately does differently from
 Masakari are skipped, by name, here and only here: ``DIFFERENCES``.
 """
@@ -76,7 +77,8 @@ def masakari_cloud(tmp_path_factory):
                 env.delenv(name)
         env.setenv("OS_CLIENT_CONFIG_FILE", str(cloud.clouds))
         env.setenv("OS_TEST_TIMEOUT", TEST_TIMEOUT)
-        nova.settle(nova.create("busy", "compute-2"))
+        second = nova.service("compute-2")["id"]
+        nova.api("PUT", f"/os-services/{second}", {"status": "disabled"})
         yield cloud
 
 
