@@ -262,19 +262,28 @@ def test_the_reset_is_journaled_before_it_is_sent():
     assert result.migration_floor is not None
 
 
-def test_a_resumed_run_does_not_reset_again():
-    """Crashed between the reset and the evacuate: the journal keeps the
-    original state (paused), Nova shows active: evacuate, pause again."""
+def resume_active(original_state):
+    """Resume an instance whose journal says ``original_state`` and whose
+    evacuation was announced, while Nova already shows it active (the
+    reset or confirm went through before the crash)."""
     nova = MemoryNova()
     nova.add_server("a", vm_state="active")
     clock = FakeClock()
     env = make_env(nova, clock, ListRecorder())
     server = nova.servers["a"].snapshot()
     result = InstanceResult(uuid="a", name=server.name, source_host=SOURCE,
-                            original_state="paused", migration_floor=0)
+                            original_state=original_state,
+                            migration_floor=0)
     watcher = EvacuationWatcher(nova, SOURCE, clock,
                                 env.settings.poll_interval)
     InstanceRecovery(env, watcher, server, result, auto()).run()
+    return nova, result
+
+
+def test_a_resumed_run_does_not_reset_again():
+    """Crashed between the reset and the evacuate: the journal keeps the
+    original state (paused), Nova shows active: evacuate, pause again."""
+    nova, result = resume_active("paused")
     assert result.outcome is Outcome.RECOVERED, result.reason
     assert actions(nova, "a") == ["lock", "evacuate", "pause", "unlock"]
     assert (result.original_state, result.final_state) == ("paused",
@@ -284,16 +293,7 @@ def test_a_resumed_run_does_not_reset_again():
 def test_a_resumed_run_does_not_confirm_again():
     """Crashed between the confirm and the evacuate: Nova shows it
     active; it is evacuated, never confirmed twice."""
-    nova = MemoryNova()
-    nova.add_server("a", vm_state="active")
-    clock = FakeClock()
-    env = make_env(nova, clock, ListRecorder())
-    server = nova.servers["a"].snapshot()
-    result = InstanceResult(uuid="a", name=server.name, source_host=SOURCE,
-                            original_state="resized", migration_floor=0)
-    watcher = EvacuationWatcher(nova, SOURCE, clock,
-                                env.settings.poll_interval)
-    InstanceRecovery(env, watcher, server, result, auto()).run()
+    nova, result = resume_active("resized")
     assert result.outcome is Outcome.RECOVERED, result.reason
     assert actions(nova, "a") == ["lock", "evacuate", "unlock"]
     assert result.final_state == "active"
