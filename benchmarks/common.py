@@ -31,6 +31,23 @@ def recovery_config(workdir: Path, endpoint: str, threads: int,
     return path
 
 
+def default_config(workdir: Path, endpoint: str,
+                   threads: int | None = None) -> Path:
+    """Recovery at its defaults: only Nova (and its Placement, served
+    beside it), the database and, if given, the threads are set."""
+    path = workdir / "recovery.conf"
+    placement = endpoint.rsplit("/", 1)[0] + "/placement"
+    threads_line = ("" if threads is None
+                    else f"host_failure_recovery_threads = {threads}\n")
+    path.write_text(
+        f"[DEFAULT]\n{threads_line}\n"
+        f"[nova]\nauth_type = admin_token\nendpoint = {endpoint}\n"
+        f"token = admin:admin:admin\n"
+        f"placement_endpoint_override = {placement}\n\n"
+        f"[database]\nconnection = sqlite:///{workdir}/recovery.sqlite\n")
+    return path
+
+
 def run_cli(config: Path, host: str = FAILED) -> dict[str, Any]:
     """``recovery host-failure HOST`` as a child; its wall time, CPU time
     and peak RSS (from the kernel's accounting of that child)."""

@@ -245,6 +245,17 @@ class Nova:
         clone._guard = guard
         return clone
 
+    def check(self) -> None:
+        """Raise if this facade's run may no longer act (its guard: a
+        lost lease raises ``LeaseLost``)."""
+        self._guard()
+
+    @property
+    def evacuated_active_vm_state(self) -> str:
+        """The vm_state an instance evacuated ACTIVE ends in: under
+        ``MICROVERSION`` (2.94), active."""
+        return "active"
+
     @property
     def retries(self) -> int:
         """How often a call that is safe to repeat is retried."""
@@ -325,10 +336,13 @@ class Nova:
 
     # -- servers -----------------------------------------------------------
     def list_servers(self, host: str) -> list[Server]:
-        found = self._call(
-            f"list the instances of {host}", self._client.servers.list,
-            search_opts={"host": host, "all_tenants": True}, limit=-1)
-        return [Server.from_nova(s.to_dict()) for s in found]
+        """Every instance on ``host``, in one request per page (Nova links
+        a next page only when a page is full; novaclient's ``limit=-1``
+        would always ask once more, for an empty page)."""
+        query = {"host": host, "all_tenants": "1"}
+        return [Server.from_nova(s) for s in self._pages(
+            f"list the instances of {host}", "/servers/detail", query,
+            "servers", kind="server.list")]
 
     def get_server(self, uuid: str) -> Server:
         found = self._call(f"show instance {uuid}",
@@ -431,31 +445,39 @@ class Nova:
                           **version).json()
 
     # -- migrations ----------------------------------------------------------
-    def list_evacuations(self, source_host: str,
+    def list_evacuations(self, source_host: str | None = None,
                          changes_since: str | None = None
                          ) -> list[Migration]:
-        """Every evacuation from ``source_host`` (changed since a time).
+        """Every evacuation (from ``source_host``; changed since a time).
 
         One request per page: Nova links a next page only when a page is
-        full (``migrations_links``), whatever its page size, so a poll of
-        a host with fewer migrations than a page costs one request.
+        full (``migrations_links``), whatever its page size, so a poll
+        with fewer migrations than a page costs one request.
         """
-        migrations: list[Migration] = []
-        query = {"source_compute": source_host,
-                 "migration_type": "evacuation"}
+        query = {"migration_type": "evacuation"}
+        if source_host is not None:
+            query["source_compute"] = source_host
         if changes_since is not None:
             query["changes-since"] = changes_since
+        what = ("list the evacuations" if source_host is None
+                else f"list the evacuations from {source_host}")
+        return [Migration.from_nova(m) for m in self._pages(
+            what, "/os-migrations", query, "migrations",
+            kind="migration.list")]
+
+    def _pages(self, what: str, path: str, query: dict[str, str],
+               key: str, kind: str) -> list[dict[str, Any]]:
+        """Every item of a collection, following its "next" links."""
+        items: list[dict[str, Any]] = []
+        query = dict(query)
         while True:
             _, body = self._call(
-                f"list the evacuations from {source_host}",
-                self._client.client.get,
-                f"/os-migrations?{urllib.parse.urlencode(query)}",
-                kind="migration.list")
-            migrations.extend(Migration.from_nova(m)
-                              for m in body["migrations"])
-            marker = _next_marker(body.get("migrations_links", []))
+                what, self._client.client.get,
+                f"{path}?{urllib.parse.urlencode(query)}", kind=kind)
+            items.extend(body[key])
+            marker = _next_marker(body.get(f"{key}_links", []))
             if marker is None:
-                return migrations
+                return items
             query["marker"] = marker
 
 

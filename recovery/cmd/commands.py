@@ -43,6 +43,7 @@ from recovery.engine.lease import LeaseKeeper
 from recovery.fencing import Fencing
 from recovery.fencing import load_fencing
 from recovery.flows import Env
+from recovery.flows import EvacuationWatcher
 from recovery.flows import Settings
 from recovery.flows import placement_for_host
 from recovery.flows import recover_host
@@ -161,7 +162,8 @@ def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     fencing = load_fencing(conf)
     if args.dry_run:
         env = Env(nova=nova, clock=clock, settings=Settings.from_conf(conf),
-                  recorder=output.ProgressPrinter())
+                  recorder=output.ProgressPrinter(),
+                  watcher=EvacuationWatcher(clock))
         # No notification: the plan names the reserved hosts, takes none.
         methods = placement_for_host(env, open_conf_store(conf), args.host,
                                     notification_uuid="")
@@ -226,6 +228,7 @@ def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
     try:
         env = Env(nova=nova.guarded(lease.check), clock=clock,
                   settings=Settings.from_conf(conf),
+                  watcher=EvacuationWatcher(clock),
                   recorder=runner.StoreRecorder(
                       store, lease, clock,
                       listener=listener, notification=notification,

@@ -132,9 +132,12 @@ OPTS = [
         default=1.0,
         min=0.05,
         help="Seconds between two polls of Nova while waiting for a state "
-             "change. One poll of the host's evacuation migrations serves "
-             "every instance in flight, so this does not multiply by the "
-             "number of instances.",
+             "change. One poll of the evacuation migrations serves every "
+             "instance in flight on every host the process recovers (it "
+             "confirms an instance evacuated ACTIVE with no read of its "
+             "own), so this does not multiply by the number of instances "
+             "or hosts. Polls start this far apart, whatever a request "
+             "takes.",
     ),
 ]
 

@@ -34,6 +34,7 @@ from recovery.engine.lease import Lease
 from recovery.engine.lease import LeaseKeeper
 from recovery.fencing import Fencing
 from recovery.flows import Env
+from recovery.flows import EvacuationWatcher
 from recovery.flows import Settings
 from recovery.metrics import METRICS
 from recovery.metrics import InstanceOutcomes
@@ -59,6 +60,8 @@ class Engine:
         self.nova = nova
         self.fencing = fencing
         self.clock = clock
+        # One poll of Nova's evacuations for every host recovered at once.
+        self.watcher = EvacuationWatcher(clock)
         self.gates = gates.Gates(conf, store, nova, clock)
         self.detector = Detector(conf, store, nova, fencing, clock)
         self._armed = True
@@ -227,6 +230,7 @@ class Engine:
         # the run.
         env = Env(nova=self.nova.guarded(lease.check), clock=self.clock,
                   settings=Settings.from_conf(self.conf),
+                  watcher=self.watcher,
                   recorder=runner.StoreRecorder(
                       self.store, lease, self.clock,
                       listener=InstanceOutcomes(),

@@ -3,7 +3,8 @@ time and concurrency through recovery.concurrency.
 
 What the engine and the CLI use of the flows is exported here, and only
 this: the flows' entry points, what a flow runs with (``Env``,
-``Settings``), and the recovery methods of a host (``placement_for_host``).
+``Settings``, the engine's ``EvacuationWatcher``), and the recovery
+methods of a host (``placement_for_host``).
 No flow imports the store: what a flow needs from it is passed in, as
 data (a journal, a restart history) or as a small protocol (the claims of
 reserved hosts).
@@ -16,6 +17,8 @@ from recovery.flows.host_return import return_host
 from recovery.flows.instance_failure import restart_instance
 from recovery.flows.placement import for_host as placement_for_host
 from recovery.flows.process_failure import handle_process_event
+from recovery.flows.watcher import EvacuationWatcher
 
-__all__ = ["Env", "Settings", "handle_process_event", "placement_for_host",
-           "recover_host", "restart_instance", "return_host"]
+__all__ = ["Env", "EvacuationWatcher", "Settings", "handle_process_event",
+           "placement_for_host", "recover_host", "restart_instance",
+           "return_host"]

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from oslo_config import cfg
 
 from recovery.concurrency import Clock
+from recovery.flows.watcher import EvacuationWatcher
 from recovery.nova import Nova
 from recovery.probe import Probe
 from recovery.results import Recorder
@@ -84,11 +85,13 @@ def _never() -> bool:
 
 @dataclasses.dataclass(frozen=True)
 class Env:
-    """The collaborators of a flow: Nova, time, who hears progress, and
-    whether the process is shutting down (no instance starts then)."""
+    """The collaborators of a flow: Nova, time, who hears progress, the
+    engine's one watcher of evacuations, and whether the process is
+    shutting down (no instance starts then)."""
 
     nova: Nova
     clock: Clock
     settings: Settings
     recorder: Recorder
+    watcher: EvacuationWatcher
     stopping: Callable[[], bool] = _never

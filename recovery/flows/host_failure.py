@@ -39,7 +39,7 @@ from recovery.flows.priority import priority_of
 from recovery.flows.selection import order_for_recovery
 from recovery.flows.selection import plan_steps
 from recovery.flows.selection import skip_reason
-from recovery.flows.watcher import EvacuationWatcher
+from recovery.flows.watcher import Watch
 from recovery.models import ComputeService
 from recovery.models import Server
 from recovery.probe import Probe
@@ -214,6 +214,13 @@ PHASE_TIMEOUT = "phase-timeout"
 DONE_OUTCOMES = frozenset({Outcome.RECOVERED, Outcome.SKIPPED})
 
 
+def _finished(prior: InstanceResult) -> bool:
+    """Whether an earlier run finished the instance: its outcome is final
+    and our lock no longer holds it (a run can end between recording the
+    outcome and the unlock; the next one unlocks it)."""
+    return prior.outcome in DONE_OUTCOMES and not prior.locked_by_us
+
+
 def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
                  liveness: Probe | None = None, dry_run: bool = False,
                  pool_factory: PoolFactory = concurrency.task_pool,
@@ -300,7 +307,7 @@ def _triage(ctx: HostContext,
     entries.sort(key=lambda entry: -entry[2])
     selected = []
     for server, prior, priority, note in entries:
-        if prior is not None and prior.outcome in DONE_OUTCOMES:
+        if prior is not None and _finished(prior):
             ctx.report.instances.append(prior)
         elif prior is not None:
             prior.outcome = prior.reason = None
@@ -377,7 +384,7 @@ def _left_by_earlier_runs(ctx: HostContext) -> list[Server]:
     for prior in list(ctx.journal.values()):
         if prior.uuid in listed:
             continue
-        if prior.outcome in DONE_OUTCOMES:
+        if _finished(prior):
             ctx.report.instances.append(ctx.journal.pop(prior.uuid))
             continue
         try:
@@ -398,24 +405,23 @@ def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
         RECOVER_INSTANCES, StepState.RUNNING,
         f"{len(ctx.servers)} instance(s) on {ctx.host}; "
         f"{ctx.placement.method}")
-    watcher = EvacuationWatcher(env.nova, ctx.host, env.clock,
-                                env.settings.poll_interval)
     seen: set[str] = set()
     pending = ctx.servers + _left_by_earlier_runs(ctx)
-    for _ in range(MAX_RELISTS):
-        seen.update(server.id for server in pending)
-        _recover_round(ctx, pending, watcher, pool)
-        if env.stopping():
-            raise exception.Interrupted(
-                f"stopped while recovering {ctx.host}; the rest resumes "
-                f"from the journal")
-        # Re-list at the end: recover what landed while we worked.
-        pending = [s for s in env.nova.list_servers(ctx.host)
-                   if s.id not in seen]
-        if not pending:
-            break
-        LOG.warning("%d instance(s) appeared on %s during recovery",
-                    len(pending), ctx.host)
+    with env.watcher.follow(env.nova, env.settings.poll_interval) as watch:
+        for _ in range(MAX_RELISTS):
+            seen.update(server.id for server in pending)
+            _recover_round(ctx, pending, watch, pool)
+            if env.stopping():
+                raise exception.Interrupted(
+                    f"stopped while recovering {ctx.host}; the rest "
+                    f"resumes from the journal")
+            # Re-list at the end: recover what landed while we worked.
+            pending = [s for s in env.nova.list_servers(ctx.host)
+                       if s.id not in seen]
+            if not pending:
+                break
+            LOG.warning("%d instance(s) appeared on %s during recovery",
+                        len(pending), ctx.host)
     for server in pending:
         _settle(ctx, _new_result(ctx, server), Outcome.FAILED,
                 f"appeared on {ctx.host} during recovery after "
@@ -427,11 +433,10 @@ def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
 
 
 def _recover_round(ctx: HostContext, servers: list[Server],
-                   watcher: EvacuationWatcher,
-                   pool: concurrency.TaskPool) -> None:
+                   watch: Watch, pool: concurrency.TaskPool) -> None:
     selected = _triage(ctx, servers)
     capacity.forecast(ctx.env, ctx.host, selected, ctx.placement)
-    recoveries = [InstanceRecovery(ctx.env, watcher, server, result,
+    recoveries = [InstanceRecovery(ctx.env, watch, server, result,
                                    ctx.placement)
                   for server, result in selected]
     for outcome in pool.run(_phased(ctx, recoveries), recoveries):

@@ -19,7 +19,8 @@ from recovery.flows.selection import EVACUABLE_VM_STATES
 from recovery.flows.selection import RESET
 from recovery.flows.selection import decision_for
 from recovery.flows.selection import final_state_for
-from recovery.flows.watcher import EvacuationWatcher
+from recovery.flows.watcher import Watch
+from recovery.models import Migration
 from recovery.models import Server
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -37,10 +38,10 @@ REBUILD_TASK_STATES = frozenset({"rebuilding", "rebuild_block_device_mapping",
 
 
 class InstanceRecovery:
-    def __init__(self, env: Env, watcher: EvacuationWatcher, server: Server,
+    def __init__(self, env: Env, watch: Watch, server: Server,
                  result: InstanceResult, placement: Placement):
         self.env = env
-        self.watcher = watcher
+        self.watch = watch
         self.server = server
         self.result = result
         self.placement = placement
@@ -51,7 +52,7 @@ class InstanceRecovery:
         result.started_at = result.started_at or self.env.clock.now()
         try:
             self._lock()
-            self._restore(self._move())
+            self._restore(*self._move())
             result.outcome = Outcome.RECOVERED
         except exception.STOPS_THE_RUN:
             # Not the instance's outcome: its journal entry stays as it
@@ -100,7 +101,7 @@ class InstanceRecovery:
                  "confirming it", self.result.uuid)
         return True
 
-    def _move(self) -> Server:
+    def _move(self) -> tuple[str, str]:
         """Evacuate and confirm, trying the run's methods in order; an
         evacuation an earlier run sent is only confirmed."""
         if self._evacuated_before():
@@ -131,7 +132,7 @@ class InstanceRecovery:
     def _evacuate(self, host: str | None) -> None:
         result = self.result
         if result.migration_floor is None:
-            result.migration_floor = self.watcher.baseline(result.uuid)
+            result.migration_floor = self.watch.baseline(result.uuid)
         self._enter(Phase.EVACUATING)
         self._prepare()
         nova = self.env.nova
@@ -205,73 +206,92 @@ class InstanceRecovery:
         if (current.task_state in REBUILD_TASK_STATES
                 or current.host != self.server.host):
             return True
-        migration = self.watcher.latest(self.server.id,
-                                        self.result.migration_floor,
-                                        fresh=True)
+        migration = self.watch.fresh(self.server.id,
+                                     self.result.migration_floor)
         if migration is not None and migration.failed:
             self.result.migration_floor = migration.id
             return False
         return migration is not None
 
-    def _confirm(self) -> Server:
-        self._enter(Phase.CONFIRMING)
-        settings = self.env.settings
-        return wait_for(
-            self._settled_server,
-            what=f"instance {self.server.id} to come up on another host",
-            timeout=settings.evacuation_timeout,
-            interval=settings.poll_interval, clock=self.env.clock)
+    def _confirm(self) -> tuple[str, str]:
+        """Wait for the evacuation to end: the instance's new host and its
+        vm_state there. Raise if it failed.
 
-    def _settled_server(self) -> Server | None:
-        """The instance once its evacuation is done; raise if it failed.
-
-        ACTIVE with no task_state is not enough: Nova sets it a moment
-        before it moves the host. Confirm on the migration being done and
-        the host having changed.
+        A migration "done" is enough for an instance evacuated ACTIVE:
+        nova-compute saves the instance on its destination, settled,
+        before it marks the migration done (both under its resource
+        tracker's lock), and under the facade's microversion its vm_state
+        there is known. So the shared poll confirms it, with no read of
+        its own. ACTIVE with no task_state alone is never enough: Nova
+        sets it a moment before it moves the host.
         """
-        migration = self.watcher.latest(self.server.id,
-                                        self.result.migration_floor)
-        if migration is None or not (migration.failed
-                                     or migration.status == "done"):
-            return None
+        self._enter(Phase.CONFIRMING)
+        migration = self.watch.ended(
+            self.server.id, self.result.migration_floor,
+            timeout=self.env.settings.evacuation_timeout,
+            what=f"instance {self.server.id} to come up on another host")
+        if migration.failed:
+            self._evacuation_failed(migration)
+        if (self.result.original_state == "active"
+                and migration.dest_compute not in (None, self.server.host)):
+            return (migration.dest_compute,
+                    self.env.nova.evacuated_active_vm_state)
+        # Any other state is read: its restore depends on it.
+        current = wait_for(
+            self._settled_server,
+            what=f"instance {self.server.id} to settle on "
+                 f"{migration.dest_compute}",
+            timeout=self.env.settings.state_change_timeout,
+            interval=self.env.settings.poll_interval, clock=self.env.clock)
+        return current.host, current.vm_state
+
+    def _evacuation_failed(self, migration: Migration) -> None:
         current = self.env.nova.get_server(self.server.id)
         what = (f"evacuation {migration.status}: instance is "
                 f"{current.vm_state} on {current.host}")
         if current.fault:
             what += f" ({current.fault})"
-        if migration.failed and current.host == self.server.host:
+        if current.host == self.server.host:
             # Still on the failed host: the next evacuate is a new one.
             self.result.migration_floor = migration.id
             raise exception.EvacuationFailed(
                 what, no_valid_host="No valid host" in (current.fault or ""))
-        if migration.failed or current.vm_state == "error":
-            raise exception.InstanceRecoveryError(what)
+        raise exception.InstanceRecoveryError(what)
+
+    def _settled_server(self) -> Server | None:
+        """The instance once it has moved and settled; raise if it ended
+        in error."""
+        current = self.env.nova.get_server(self.server.id)
+        if current.vm_state == "error":
+            raise exception.InstanceRecoveryError(
+                f"evacuation done: instance is error on {current.host}"
+                + (f" ({current.fault})" if current.fault else ""))
         if (current.host != self.server.host and current.task_state is None
                 and current.vm_state in SETTLED_VM_STATES):
             return current
         return None
 
-    def _restore(self, current: Server) -> None:
+    def _restore(self, host: str, vm_state: str) -> None:
         """Bring the instance back to the state it had before the failure."""
         self._enter(Phase.RESTORING)
-        self.result.dest_host = current.host
-        wanted = (final_state_for(self.result.original_state)
-                  or current.vm_state)
+        self.result.dest_host = host
+        wanted = final_state_for(self.result.original_state) or vm_state
         nova = self.env.nova
+        uuid = self.server.id
         running = ("active", "paused", "suspended")
         if wanted == "error":
-            nova.reset_state(current.id, "error")
-        elif wanted in running and current.vm_state == "stopped":
-            nova.start(current.id)
+            nova.reset_state(uuid, "error")
+        elif wanted in running and vm_state == "stopped":
+            nova.start(uuid)
             self._wait_vm_state("active")
-        elif wanted == "stopped" and current.vm_state == "active":
-            nova.stop(current.id)
+        elif wanted == "stopped" and vm_state == "active":
+            nova.stop(uuid)
             self._wait_vm_state("stopped")
-        if wanted == "paused" and current.vm_state != "paused":
-            nova.pause(current.id)
+        if wanted == "paused" and vm_state != "paused":
+            nova.pause(uuid)
             self._wait_vm_state("paused")
-        elif wanted == "suspended" and current.vm_state != "suspended":
-            nova.suspend(current.id)
+        elif wanted == "suspended" and vm_state != "suspended":
+            nova.suspend(uuid)
             self._wait_vm_state("suspended")
         self.result.final_state = wanted
 

@@ -18,6 +18,7 @@ from recovery import exception
 from recovery.concurrency import TaskOutcome
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
+from recovery.flows.watcher import EvacuationWatcher
 from recovery.models import Aggregate
 from recovery.models import ComputeService
 from recovery.models import Migration
@@ -175,6 +176,13 @@ class MemoryNova:
         self.aggregate_hosts: dict[int, list[str]] = {}
         self.clock: FakeClock | None = None
         self._ids = itertools.count(1)
+
+    def check(self) -> None:
+        """No lease: the run may always act."""
+
+    @property
+    def evacuated_active_vm_state(self) -> str:
+        return "stopped" if self.active_ends_stopped else "active"
 
     # -- set-up ------------------------------------------------------------
     def add_service(self, host: str, state: str = "down",
@@ -353,17 +361,19 @@ class MemoryNova:
         if host not in self.aggregate_hosts[aggregate.id]:
             self.aggregate_hosts[aggregate.id].append(host)
 
-    def list_evacuations(self, source_host: str, changes_since=None):
-        self._record("list_evacuations", source_host)
+    def list_evacuations(self, source_host: str | None = None,
+                         changes_since=None):
+        self._record("list_evacuations", source_host or "")
         found = []
         for record in self.migrations:
-            if record["source"] != source_host:
+            if source_host not in (None, record["source"]):
                 continue
             self._advance(record)
             found.append(Migration(
                 id=record["id"], uuid=f"mig-{record['id']}",
                 instance_uuid=record["uuid"], status=record["status"],
-                source_compute=source_host, dest_compute=record["dest"]))
+                source_compute=record["source"],
+                dest_compute=record["dest"]))
         return found
 
     def _advance(self, record: dict[str, Any]) -> None:
@@ -394,6 +404,7 @@ class MemoryNova:
 
 def make_env(nova: MemoryNova, clock: FakeClock | None = None,
              recorder: ListRecorder | None = None, **overrides: Any) -> Env:
-    return Env(nova=nova, clock=clock or FakeClock(),
-               settings=settings(**overrides),
-               recorder=recorder or ListRecorder())
+    clock = clock or FakeClock()
+    return Env(nova=nova, clock=clock, settings=settings(**overrides),
+               recorder=recorder or ListRecorder(),
+               watcher=EvacuationWatcher(clock))

@@ -5,7 +5,6 @@ import pytest
 from recovery import exception
 from recovery.flows.instance import InstanceRecovery
 from recovery.flows.placement import auto
-from recovery.flows.watcher import EvacuationWatcher
 from recovery.results import InstanceResult
 from recovery.results import Outcome
 from tests.unit.fakes import FakeClock
@@ -23,10 +22,13 @@ def recover(nova: MemoryNova, uuid: str, **overrides):
     server = nova.servers[uuid].snapshot()
     result = InstanceResult(uuid=uuid, name=server.name, source_host=SOURCE,
                             original_state=server.vm_state)
-    watcher = EvacuationWatcher(nova, SOURCE, clock,
-                                env.settings.poll_interval)
-    InstanceRecovery(env, watcher, server, result, auto()).run()
+    run(env, server, result)
     return result, recorder, clock
+
+
+def run(env, server, result):
+    with env.watcher.follow(env.nova, env.settings.poll_interval) as watch:
+        return InstanceRecovery(env, watch, server, result, auto()).run()
 
 
 def actions(nova: MemoryNova, uuid: str) -> list[str]:
@@ -199,10 +201,8 @@ def test_a_journal_failure_stops_the_instance_without_an_outcome():
     server = nova.servers["a"].snapshot()
     result = InstanceResult(uuid="a", name=server.name, source_host=SOURCE,
                             original_state=server.vm_state)
-    watcher = EvacuationWatcher(nova, SOURCE, env.clock,
-                                env.settings.poll_interval)
     with pytest.raises(exception.StoreUnavailable):
-        InstanceRecovery(env, watcher, server, result, auto()).run()
+        run(env, server, result)
     # No outcome written, nothing more asked of Nova: the lock (journaled
     # as ours) stays for the resumed run, which finishes the instance.
     assert result.outcome is None
@@ -210,8 +210,7 @@ def test_a_journal_failure_stops_the_instance_without_an_outcome():
     assert actions(nova, "a") == ["lock"]
     assert result.locked_by_us
 
-    InstanceRecovery(env, watcher, nova.servers["a"].snapshot(), result,
-                     auto()).run()
+    run(env, nova.servers["a"].snapshot(), result)
     assert result.outcome is Outcome.RECOVERED
     assert actions(nova, "a") == ["lock", "evacuate", "unlock"]
     assert not nova.servers["a"].locked
@@ -252,9 +251,7 @@ def test_the_reset_is_journaled_before_it_is_sent():
     server = nova.servers["a"].snapshot()
     result = InstanceResult(uuid="a", name="a", source_host=SOURCE,
                             original_state="suspended")
-    watcher = EvacuationWatcher(nova, SOURCE, env.clock,
-                                env.settings.poll_interval)
-    InstanceRecovery(env, watcher, server, result, auto()).run()
+    run(env, server, result)
     assert result.outcome is Outcome.RECOVERED, result.reason
     # Sent once, in the evacuating phase: journaled (with the migration
     # floor) before it.
@@ -274,9 +271,7 @@ def resume_active(original_state):
     result = InstanceResult(uuid="a", name=server.name, source_host=SOURCE,
                             original_state=original_state,
                             migration_floor=0)
-    watcher = EvacuationWatcher(nova, SOURCE, clock,
-                                env.settings.poll_interval)
-    InstanceRecovery(env, watcher, server, result, auto()).run()
+    run(env, server, result)
     return nova, result
 
 

@@ -1,6 +1,8 @@
 """A run that continues an earlier one from its journal: finished work is
 kept, work in flight is reconciled with Nova, nothing is evacuated twice."""
 
+import dataclasses
+
 import pytest
 
 from recovery import exception
@@ -29,7 +31,8 @@ def entry(uuid, phase, outcome=None, floor=None, original="active"):
     return InstanceResult(uuid=uuid, name=f"vm-{uuid}", source_host=HOST,
                           original_state=original, phase=phase,
                           outcome=outcome, migration_floor=floor,
-                          locked_by_us=phase is not Phase.PENDING)
+                          locked_by_us=phase not in (Phase.PENDING,
+                                                     Phase.DONE))
 
 
 def recover(nova, journal, **env):
@@ -66,6 +69,24 @@ def test_instance_that_already_moved_is_confirmed_and_unlocked():
     assert evacuations(nova, "a") == []
     assert report.instances[0].outcome is Outcome.RECOVERED
     assert not nova.servers["a"].locked
+
+
+def test_recovered_instance_killed_before_its_unlock_is_unlocked():
+    """The crashed run had recorded the outcome and was unlocking: the
+    instance is not finished while our lock holds it."""
+    nova = nova_with("a")
+    nova.lock("a", LOCK)
+    nova.evacuate("a")
+    for _ in range(3):
+        nova.list_evacuations(HOST, "")
+    nova.calls.clear()
+    report = recover(nova, [entry("a", Phase.UNLOCKING,
+                                  outcome=Outcome.RECOVERED, floor=0)])
+    assert evacuations(nova, "a") == []
+    assert not nova.servers["a"].locked
+    [result] = report.instances
+    assert result.outcome is Outcome.RECOVERED
+    assert (result.phase, result.locked_by_us) == (Phase.DONE, False)
 
 
 def test_evacuate_journaled_but_never_sent_is_sent_once():
@@ -146,8 +167,7 @@ def test_deleted_instance_is_skipped():
 def test_stopping_starts_no_instance_and_interrupts():
     nova = nova_with("a", "b")
     env = make_env(nova)
-    env = type(env)(nova=env.nova, clock=env.clock, settings=env.settings,
-                    recorder=env.recorder, stopping=lambda: True)
+    env = dataclasses.replace(env, stopping=lambda: True)
     with pytest.raises(exception.Interrupted):
         hf.recover_host(env, HOST, pool_factory=SyncPool)
     assert evacuations(nova, "a") == evacuations(nova, "b") == []

@@ -209,6 +209,11 @@ class RealNova:
                          task_state=task_state)
         return self.server(server_id)
 
+    def servers(self) -> list[dict[str, Any]]:
+        """Every instance (id, host, vm_state, task_state) from Nova's
+        database, not through its API."""
+        return list(self.control("servers")["result"])
+
     def calls(self) -> list[dict[str, Any]]:
         """The compute API requests Nova has served, in arrival order."""
         return list(self.control("calls")["result"])

@@ -63,6 +63,7 @@ class ControlApp:
             "set_task_state": lambda b: stack.set_task_state(
                 b["server"], b.get("task_state")),
             "calls": lambda b: self._calls,
+            "servers": lambda b: stack.servers(),
             "stop": lambda b: stop(),
         }
 
