@@ -321,9 +321,14 @@ class Nova:
                            self._client.services.list)
         return [ComputeService.from_nova(s.to_dict()) for s in found]
 
-    def force_down(self, service: ComputeService, forced: bool) -> None:
-        self._call(f"set forced_down={forced} on {service.host}",
-                   self._client.services.force_down, service.id, forced)
+    def force_down(self, service: ComputeService,
+                   forced: bool) -> ComputeService:
+        """The service as Nova answers once forced_down is set (its state
+        included: a forced-down service is down at once)."""
+        found = self._call(f"set forced_down={forced} on {service.host}",
+                           self._client.services.force_down, service.id,
+                           forced)
+        return ComputeService.from_nova(found.to_dict())
 
     def disable(self, service: ComputeService, reason: str) -> None:
         self._call(f"disable the compute service of {service.host}",

@@ -169,8 +169,10 @@ class ForceDown(base.Step[HostContext]):
     def execute(self, ctx: HostContext) -> None:
         nova, settings = ctx.env.nova, ctx.env.settings
         if not ctx.service.forced_down:
-            nova.force_down(ctx.service, True)
+            answer = nova.force_down(ctx.service, True)
             ctx.forced_down_by_us = True
+            if answer.state == "down":
+                return
         wait_for(lambda: nova.get_compute_service(ctx.host).state == "down",
                  what=f"Nova to report {ctx.host} down",
                  timeout=settings.state_change_timeout,

@@ -237,11 +237,13 @@ class MemoryNova:
             raise exception.UnknownHost(f"no service {host}")
         return self.services[host]
 
-    def force_down(self, service: ComputeService, forced: bool) -> None:
+    def force_down(self, service: ComputeService,
+                   forced: bool) -> ComputeService:
         self._record("force_down", service.host, forced)
         state = "down" if forced else service.state
         self.services[service.host] = dataclasses.replace(
             self.services[service.host], forced_down=forced, state=state)
+        return self.services[service.host]
 
     def disable(self, service: ComputeService, reason: str) -> None:
         self._record("disable", service.host, reason)

@@ -127,8 +127,23 @@ def test_force_down_leaves_an_already_forced_host_alone():
     assert mutations(nova) == []
 
 
+def test_force_down_answered_down_needs_no_further_read():
+    nova = nova_with(state="up")
+    ctx = ctx_for(nova, fencer=FakeFencer(nova))
+    hf.VerifyHostDown().execute(ctx)
+    hf.ForceDown().execute(ctx)
+    assert nova.names()[-1] == "force_down"
+
+
 def test_force_down_waits_for_nova_to_report_down():
     nova = nova_with(state="up")
+    force_down = nova.force_down
+
+    def answered_up(service, forced):
+        force_down(service, forced)
+        return dataclasses.replace(service, state="up")
+
+    nova.force_down = answered_up
     ctx = ctx_for(nova, fencer=FakeFencer(nova))
     hf.VerifyHostDown().execute(ctx)
     hf.ForceDown().execute(ctx)

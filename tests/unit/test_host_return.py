@@ -56,6 +56,7 @@ class ReturningNova(MemoryNova):
         if not forced and self.restarted:
             self.services[HOST] = dataclasses.replace(self.services[HOST],
                                                       state="up")
+        return self.services[HOST]
 
 
 def order(nova):
