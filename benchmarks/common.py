@@ -48,14 +48,17 @@ def default_config(workdir: Path, endpoint: str,
     return path
 
 
-def run_cli(config: Path, host: str = FAILED) -> dict[str, Any]:
-    """``recovery host-failure HOST`` as a child; its wall time, CPU time
-    and peak RSS (from the kernel's accounting of that child)."""
+def run_cli(config: Path, host: str = FAILED,
+            env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``recovery host-failure HOST`` as a child (in ``env``, default
+    this process's); its wall time, CPU time and peak RSS (from the
+    kernel's accounting of that child)."""
     started = time.time()
     proc = subprocess.Popen(
         [sys.executable, "-m", "recovery.cmd.cli", "--config-file",
          str(config), "host-failure", host, "--format", "json"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT)
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT,
+        env=env)
     out = proc.stdout.read() if proc.stdout else b""
     _, status, usage = os.wait4(proc.pid, 0)
     proc.returncode = os.waitstatus_to_exitcode(status)

@@ -17,6 +17,17 @@ from collections.abc import Iterable
 from typing import Any
 from typing import Protocol
 
+# The system resolver, not eventlet's green DNS (dnspython): names then
+# resolve as every other tool on the host resolves them (nsswitch,
+# /etc/hosts, systemd-resolved), as Nova's own services chose, and the
+# import of dnspython (some 0.15 s) leaves every command's start.
+# The price: a lookup blocks the process's green threads while it runs.
+# Lookups are rare here (a new connection to Nova, Keystone, a database
+# server or a BMC; kept-alive connections are reused) and answered by the
+# local resolver. Set before eventlet is imported, which reads it then;
+# EVENTLET_NO_GREENDNS=no in the environment brings green DNS back.
+os.environ.setdefault("EVENTLET_NO_GREENDNS", "yes")
+
 # The project is built on eventlet on purpose (see README); its deprecation
 # notice, given once when eventlet is imported, would print on every
 # operator command. Silenced for that import only: the process's own

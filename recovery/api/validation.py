@@ -4,8 +4,6 @@ that name the field."""
 import datetime
 from typing import Any
 
-import jsonschema
-
 from recovery.db.segments import RECOVERY_METHODS
 
 # \Z, not $: Python's $ also matches before a trailing newline.
@@ -127,6 +125,10 @@ class Invalid(ValueError):
 
 
 def _check(schema: dict[str, Any], document: Any, where: str) -> None:
+    # Imported on first use: the commands import this module for
+    # ``Invalid`` and ``parse_time``, and most never validate a body.
+    import jsonschema
+
     validator = jsonschema.Draft7Validator(
         schema, format_checker=jsonschema.FormatChecker(["uuid"]))
     error = jsonschema.exceptions.best_match(validator.iter_errors(document))

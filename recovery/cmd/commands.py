@@ -318,7 +318,7 @@ def db(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
                   if before != after else f"schema at {after}, current")
         else:
             print(f"database: {connection.current_revision(engine) or '-'}"
-                  f"\nthis recovery: {connection.head_revision()}")
+                  f"\nthis recovery: {connection.HEAD_REVISION}")
     except sa.exc.SQLAlchemyError as exc:
         raise exception.StoreError(
             f"{args.action} failed on {engine.url.render_as_string()}: "

@@ -2,11 +2,14 @@
 upgraded in place, with what it held."""
 
 import datetime
+import pathlib
 
 import pytest
 import sqlalchemy
+from alembic.script import ScriptDirectory
 
 from recovery import exception
+from recovery.db import connection
 from recovery.db.events import Decision
 from recovery.db.events import EventKind
 from recovery.db.store import open_store
@@ -211,3 +214,12 @@ def test_0010_adds_priority_and_capacity_to_a_journal_in_use(tmp_path):
             == (10, 1, "compute-2 may lack 2048 MB of MEMORY_MB")
     finally:
         store.close()
+
+
+def test_head_revision_is_the_migrations_head():
+    """A store at HEAD_REVISION is opened without alembic: were it not
+    the real head of migrations/versions, a new migration would never
+    run."""
+    migrations = pathlib.Path(connection.__file__).parent / "migrations"
+    assert ScriptDirectory(str(migrations)).get_heads() == [
+        connection.HEAD_REVISION]
