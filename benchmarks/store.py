@@ -13,12 +13,22 @@ finish. The servers are the local ones the
 tests use (tests/databases.py: RECOVERY_TEST_POSTGRESQL_URL and
 RECOVERY_TEST_MYSQL_URL override them); a backend that is not there is
 skipped with one line.
+
+Then the journal alone, as a host recovery writes it, in a child process
+made green as the engine and the command are: each instance's six entries
+(one per phase), first one instance at a time (a transaction per entry),
+then with every instance in flight at once, when the entries written
+while one transaction commits share the next (group commit). It reports
+the CPU, wall time and transactions per instance of each.
 """
 
 from __future__ import annotations
 
 import datetime
+import json
 import statistics
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -27,6 +37,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from benchmarks import common
+from recovery import concurrency
 from recovery.db.claims import Holder
 from recovery.db.events import Decision
 from recovery.db.events import EventKind
@@ -45,6 +56,11 @@ OWNER = "bench-engine"
 # The journal entries an instance gets in a host recovery.
 PHASES = (Phase.LOCKING, Phase.EVACUATING, Phase.CONFIRMING, Phase.UNLOCKING,
           Phase.DONE)
+# The journal alone: this many instances, with the entries of an instance
+# restored to its state after the evacuation.
+JOURNAL_INSTANCES = 200
+JOURNAL_PHASES = (Phase.LOCKING, Phase.EVACUATING, Phase.CONFIRMING,
+                  Phase.RESTORING, Phase.UNLOCKING, Phase.DONE)
 
 
 def _timed(samples: dict[str, list[float]], name: str,
@@ -94,6 +110,43 @@ def _host_recovery(store, samples, host: str) -> None:
                OWNER, host, EventKind.FINISHED, "done"))
 
 
+def _journal(store, host: str, in_flight: int) -> dict[str, float]:
+    """JOURNAL_INSTANCES instances' entries, ``in_flight`` at a time."""
+    now = datetime.datetime.now(datetime.timezone.utc)
+    item = store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                     hostname=host, generated_time=now,
+                     payload={"event": "STOPPED"}, origin="api",
+                     status=Status.NEW, now=now)
+    taken = store.take(item, OWNER, LEASE)
+    holder = Holder(OWNER, taken.version, LEASE)
+    commits = 0
+
+    def committed(conn: Any) -> None:
+        nonlocal commits
+        commits += 1
+
+    def instance(n: int) -> None:
+        result = InstanceResult(uuid=f"{host}-vm-{n}", name=f"vm-{n}",
+                                source_host=host, original_state="active")
+        for phase in JOURNAL_PHASES:
+            result.phase = phase
+            if phase is Phase.DONE:
+                result.outcome = Outcome.RECOVERED
+            store.save_instance(taken.uuid, result, now, holder=holder)
+
+    # The store's engine: its commits are the journal's transactions.
+    engine = store._engine
+    sa.event.listen(engine, "commit", committed)
+    cpu, wall = time.process_time(), time.perf_counter()
+    concurrency.task_pool(in_flight).run(instance, range(JOURNAL_INSTANCES))
+    cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+    sa.event.remove(engine, "commit", committed)
+    store.finish(taken.uuid, Status.FINISHED, "done", holder=holder)
+    return {"cpu_ms_per_instance": cpu * 1000 / JOURNAL_INSTANCES,
+            "wall_ms_per_instance": wall * 1000 / JOURNAL_INSTANCES,
+            "transactions_per_instance": commits / JOURNAL_INSTANCES}
+
+
 def _measure(url: str) -> dict[str, Any]:
     store = open_store(url, upgrade=True)
     samples: dict[str, list[float]] = {}
@@ -101,14 +154,19 @@ def _measure(url: str) -> dict[str, Any]:
     try:
         for h in range(HOSTS):
             _host_recovery(store, samples, f"compute-{h}")
+        total_ms = (time.perf_counter() - started) * 1000
+        journal = json.loads(subprocess.run(
+            [sys.executable, "-m", "benchmarks.store", "--journal", url],
+            cwd=common.ROOT, check=True, capture_output=True,
+            text=True).stdout)
     finally:
         store.close()
-    total_ms = (time.perf_counter() - started) * 1000
     ops = {name: {"median_ms": statistics.median(values),
                   "p95_ms": sorted(values)[int(0.95 * (len(values) - 1))],
                   "count": len(values)}
            for name, values in samples.items()}
-    return {"ops": ops, "ms_per_instance": total_ms / (HOSTS * INSTANCES)}
+    return {"ops": ops, "ms_per_instance": total_ms / (HOSTS * INSTANCES),
+            "journal": journal}
 
 
 def _server_url(server: databases.Server):
@@ -144,6 +202,13 @@ def main() -> dict[str, Any]:
                          ""))
         rows.append((f"{backend}: store time per instance (ms)",
                      data["ms_per_instance"], ""))
+        for mode, journal in data["journal"].items():
+            rows.append((
+                f"{backend}: journal, {mode}: CPU / wall (ms), "
+                f"transactions per instance",
+                f"{journal['cpu_ms_per_instance']:.2f} / "
+                f"{journal['wall_ms_per_instance']:.2f}, "
+                f"{journal['transactions_per_instance']:.2f}", ""))
     common.report("store", f"Store cost, {HOSTS} hosts x {INSTANCES} "
                   f"instances, {len(PHASES)} journal entries each", rows,
                   {"hosts": HOSTS, "instances_per_host": INSTANCES,
@@ -151,5 +216,21 @@ def main() -> dict[str, Any]:
     return results
 
 
+def _journal_child(url: str) -> None:
+    """The journal part (``--journal URL``), in this process made green."""
+    concurrency.monkey_patch()
+    store = open_store(url)
+    try:
+        print(json.dumps({
+            "one at a time": _journal(store, "journal-1", 1),
+            "all in flight": _journal(store, "journal-2",
+                                      JOURNAL_INSTANCES)}))
+    finally:
+        store.close()
+
+
 if __name__ == "__main__":
-    main()
+    if sys.argv[1:2] == ["--journal"]:
+        _journal_child(sys.argv[2])
+    else:
+        main()

@@ -210,6 +210,12 @@ class Task:
         return not self._thread.is_alive()
 
 
+def cooperate() -> None:
+    """Let every other task that is ready to run go first (a green
+    thread runs until it waits on something)."""
+    time.sleep(0)
+
+
 def spawn(fn: Callable[..., Any], *args: Any) -> Task:
     """Run ``fn(*args)`` in the background: a green thread in a patched
     process, a real thread otherwise."""

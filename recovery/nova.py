@@ -23,11 +23,13 @@ repeat a POST whose response was lost.
 
 import copy
 import logging
+import os
 import urllib.parse
 from collections.abc import Callable
 from typing import Any
 from typing import TypeVar
 
+import requests
 import urllib3
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
@@ -164,6 +166,45 @@ class _GuardedAdapter(ks_session.TCPKeepAliveAdapter):
             "http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
 
 
+class _ProxiesReadOnce(requests.Session):
+    """A requests session that looks up the environment's proxy variables
+    once per host, not once per request: each lookup scans the whole
+    environment twice, the largest CPU cost requests adds to a call. The
+    environment stays as it is while recovery runs; everything else is
+    merged as requests does."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._environ_proxies: dict[tuple[str, str, str | None],
+                                    dict[str, str]] = {}
+
+    def merge_environment_settings(self, url: str, proxies: Any,
+                                   stream: Any, verify: Any,
+                                   cert: Any) -> dict[str, Any]:
+        if not self.trust_env:
+            return super().merge_environment_settings(
+                url, proxies, stream, verify, cert)
+        proxies = {} if proxies is None else proxies
+        no_proxy = proxies.get("no_proxy")
+        parts = urllib.parse.urlsplit(url)
+        key = (parts.scheme, parts.netloc, no_proxy)
+        found = self._environ_proxies.get(key)
+        if found is None:
+            found = requests.utils.get_environ_proxies(url,
+                                                       no_proxy=no_proxy)
+            self._environ_proxies[key] = found
+        for name, value in found.items():
+            proxies.setdefault(name, value)
+        if verify is True or verify is None:
+            verify = (os.environ.get("REQUESTS_CA_BUNDLE")
+                      or os.environ.get("CURL_CA_BUNDLE") or verify)
+        merge = requests.sessions.merge_setting
+        return {"proxies": merge(proxies, self.proxies),
+                "stream": merge(stream, self.stream),
+                "verify": merge(verify, self.verify),
+                "cert": merge(cert, self.cert)}
+
+
 class RateLimitedSession(ks_session.Session):
     """A keystoneauth1 session whose every request (each page of a
     listing, each retry) first waits for its turn under ``limiter``, with
@@ -171,6 +212,7 @@ class RateLimitedSession(ks_session.Session):
 
     def __init__(self, *, limiter: RateLimiter, pool_size: int,
                  **kwargs: Any) -> None:
+        kwargs.setdefault("session", _ProxiesReadOnce())
         super().__init__(**kwargs)
         self._limiter = limiter
         adapter = _GuardedAdapter(

@@ -3,13 +3,24 @@ step events of its workflow.
 
 An instance's entry is written before each of its steps: a resumed run
 reads it back to know where the instance was.
+
+Entries are committed in groups: the entries that tasks write while one
+transaction commits go together in the next one, and each task returns
+only once the transaction holding its own entry has committed. A step's
+side effect still comes after its entry is durable; what the group saves
+is a transaction, a fencing check and (SQLite) a sync per entry, and
+under eventlet a blocking commit stops every green thread.
 """
 
+import copy
 import dataclasses
 import datetime
+from typing import Any
 
 import sqlalchemy as sa
 
+from recovery import concurrency
+from recovery import exception
 from recovery.db.claims import Holder
 from recovery.db.claims import hold_run
 from recovery.db.events import Decision
@@ -42,8 +53,43 @@ class JournalEntry:
     result: InstanceResult
 
 
+@dataclasses.dataclass(eq=False)
+class _Pending:
+    """An entry waiting for its group's transaction."""
+
+    notification: str
+    instance: str
+    values: dict[str, Any]
+    now: datetime.datetime
+    holder: Holder | None
+    event: Decision | None
+    done: bool = False
+    # Why it was not written, once done.
+    error: Exception | None = None
+
+
+class CommitGroup:
+    """The entries waiting to be committed, and the turn to commit."""
+
+    def __init__(self) -> None:
+        self.pending: list[_Pending] = []
+        self.pending_lock = concurrency.Lock()
+        # Held by the task committing a group; the others wait on it.
+        self.commit_lock = concurrency.Lock()
+
+
+def _own(error: Exception) -> Exception:
+    """A task's own copy of its group's error: one exception object raised
+    in several tasks would collect all their tracebacks."""
+    mine = copy.copy(error)
+    mine.__cause__ = error.__cause__
+    return mine
+
+
 class JournalStore(Transactional):
     """The journal and step-event methods of ``Store``."""
+
+    _group: CommitGroup
 
     # -- step progress -------------------------------------------------------
     def add_step_event(self, uuid: str, step: str, state: str,
@@ -77,7 +123,8 @@ class JournalStore(Transactional):
                       event: Decision | None = None) -> None:
         """Write the instance's entry, and ``event`` with it; with
         ``holder``, only while it holds the run: the fencing check of the
-        side effect it announces."""
+        side effect it announces. Returns once the entry is committed,
+        with the entries other tasks wrote meanwhile (see above)."""
         values = dict(
             name=result.name, source_host=result.source_host,
             dest_host=result.dest_host,
@@ -90,17 +137,72 @@ class JournalStore(Transactional):
             capacity_warning=result.capacity_warning,
             started_at=result.started_at, finished_at=result.finished_at,
             updated_at=now)
-        keys = {"key_notification": uuid, "key_instance": result.uuid}
-        with self._tx() as conn:
-            if holder is not None:
-                hold_run(conn, uuid, holder, self.lease_clock(conn))
-            if event is not None:
-                insert_event(conn, uuid, now, event)
-            if conn.execute(_UPDATE_JOURNAL, {**values, **keys}).rowcount:
-                return
-            conn.execute(_INSERT_JOURNAL, {
-                **values, "instance_uuid": result.uuid,
-                "notification_uuid": uuid, "created_at": now})
+        mine = _Pending(uuid, result.uuid, values, now, holder, event)
+        group = self._group
+        with group.pending_lock:
+            group.pending.append(mine)
+        with group.commit_lock:
+            # The task that held the turn before may have committed it.
+            if not mine.done:
+                # Let the tasks that are about to write join this group.
+                concurrency.cooperate()
+                with group.pending_lock:
+                    entries, group.pending = group.pending, []
+                self._commit_group(entries)
+        if mine.error is not None:
+            raise mine.error
+
+    def _commit_group(self, entries: list[_Pending]) -> None:
+        """Write ``entries`` in one transaction. An entry whose run is no
+        longer held fails with ``LeaseLost`` and the others are written;
+        if the transaction fails, they all fail with its error."""
+        failure: Exception | None = exception.StoreError(
+            "the journal's transaction was interrupted")
+        try:
+            with self._tx() as conn:
+                lost = self._hold_runs(conn, entries)
+                for entry in entries:
+                    if (entry.notification, entry.holder) in lost:
+                        entry.error = _own(
+                            lost[entry.notification, entry.holder])
+                        continue
+                    if entry.event is not None:
+                        insert_event(conn, entry.notification, entry.now,
+                                     entry.event)
+                    keys = {"key_notification": entry.notification,
+                            "key_instance": entry.instance}
+                    if conn.execute(_UPDATE_JOURNAL,
+                                    {**entry.values, **keys}).rowcount:
+                        continue
+                    conn.execute(_INSERT_JOURNAL, {
+                        **entry.values, "instance_uuid": entry.instance,
+                        "notification_uuid": entry.notification,
+                        "created_at": entry.now})
+            failure = None
+        except Exception as exc:
+            failure = exc
+        finally:
+            # Every entry is done, even when the committing task is
+            # interrupted: none of the waiting tasks goes on unanswered.
+            for entry in entries:
+                if entry.error is None and failure is not None:
+                    entry.error = _own(failure)
+                entry.done = True
+
+    def _hold_runs(self, conn: Any, entries: list[_Pending],
+                   ) -> dict[tuple[str, Holder], exception.LeaseLost]:
+        """Prove each run the entries are written for still held (once
+        per run and holder); the ``LeaseLost`` of each that is not."""
+        lost = {}
+        now = None
+        for key in dict.fromkeys((e.notification, e.holder) for e in entries
+                                 if e.holder is not None):
+            now = now or self.lease_clock(conn)
+            try:
+                hold_run(conn, *key, now)
+            except exception.LeaseLost as exc:
+                lost[key] = exc
+        return lost
 
     def journal(self, uuid: str) -> list[InstanceResult]:
         return [entry.result for entry in self.journal_entries(uuid)]

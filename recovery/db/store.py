@@ -26,6 +26,7 @@ from recovery.db import connection
 from recovery.db.claims import ClaimStore
 from recovery.db.control import ControlStore
 from recovery.db.events import EventStore
+from recovery.db.journal import CommitGroup
 from recovery.db.journal import JournalStore
 from recovery.db.segments import SegmentStore
 
@@ -34,6 +35,7 @@ class Store(ClaimStore, JournalStore, ControlStore, SegmentStore,
             EventStore):
     def __init__(self, engine: sa.engine.Engine):
         self._engine = engine
+        self._group = CommitGroup()
 
     def close(self) -> None:
         self._engine.dispose()

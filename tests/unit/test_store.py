@@ -9,8 +9,10 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
+import sqlalchemy as sa
 
 from recovery import exception
 from recovery.concurrency import ThreadTaskPool
@@ -748,6 +750,91 @@ def detect(store, hostname="compute-1", heartbeat="2026-11-22T09:59:00"):
 def finished(store, item):
     take(store, item, ME, NOW, LEASE)
     finish(store, item.uuid, ME, Status.FINISHED, "done", NOW)
+
+
+def _in_two_groups(store, write, first, others):
+    """``write(first)`` alone, its commit held until ``write`` has been
+    called for each of ``others`` (they queue for the next group
+    meanwhile); the outcomes of all, and the number of commits."""
+    held = threading.Event()
+    commits = []
+
+    @sa.event.listens_for(store._engine, "commit")
+    def _commit(conn):
+        commits.append(1)
+        if held.is_set():
+            return
+        held.set()
+        deadline = time.monotonic() + 10
+        while (len(store._group.pending) < len(others)
+               and time.monotonic() < deadline):
+            time.sleep(0.01)
+
+    alone = ThreadTaskPool(1)
+    outcome = []
+    thread = threading.Thread(
+        target=lambda: outcome.extend(alone.run(write, [first])))
+    thread.start()
+    assert held.wait(10)
+    outcomes = ThreadTaskPool(len(others)).run(write, others)
+    thread.join(10)
+    sa.event.remove(store._engine, "commit", _commit)
+    return outcome + outcomes, len(commits)
+
+
+def _entry(n, phase=Phase.LOCKING):
+    return InstanceResult(uuid=f"i-{n}", name=f"vm-{n}",
+                          source_host="compute-1", original_state="active",
+                          phase=phase)
+
+
+def test_concurrent_journal_entries_are_committed_together(store):
+    """Group commit: the entries written while one transaction commits go
+    in the next one, and each writer returns only once its own entry is
+    committed (what it announces may happen then)."""
+    item = add(store)
+    claim(store, ME, NOW, LEASE)
+    mine = holder(store, item.uuid, ME)
+
+    def write(n):
+        store.save_instance(item.uuid, _entry(n), later(1), holder=mine)
+        return {r.uuid for r in store.journal(item.uuid)}
+
+    outcomes, commits = _in_two_groups(store, write, 0, list(range(1, 8)))
+    # Each saw its own entry in the store as soon as it returned.
+    assert all(o.error is None and f"i-{o.item}" in o.value
+               for o in outcomes)
+    # The first entry alone, then the seven that queued behind it (and
+    # the eight reads).
+    assert commits == 2 + 8
+    assert len(store.journal(item.uuid)) == 8
+    finish(store, item.uuid, ME, Status.FINISHED, "done", NOW)
+
+
+def test_a_lost_lease_fails_only_its_own_run_s_entries_in_a_group(store):
+    lost_run, held_run = add(store), add(store, "compute-2")
+    claim(store, ME, NOW, LEASE)
+    claim(store, ME, NOW, LEASE)
+    lost = holder(store, lost_run.uuid, ME)
+    held = holder(store, held_run.uuid, ME)
+    # Another engine took the first run over.
+    claim(store, OTHER, later(LEASE + 1), LEASE)
+    store.lease_clock.now = later(5)
+
+    def write(what):
+        uuid, by, n = what
+        store.save_instance(uuid, _entry(n, Phase.EVACUATING), later(6),
+                            holder=by)
+
+    outcomes, commits = _in_two_groups(
+        store, write, (held_run.uuid, held, 0),
+        [(lost_run.uuid, lost, 1), (held_run.uuid, held, 2)])
+    assert commits == 2
+    errors = {o.item[2]: type(o.error) for o in outcomes if o.error}
+    assert errors == {1: exception.LeaseLost}
+    assert [(r.uuid, r.phase) for r in store.journal(held_run.uuid)] == [
+        ("i-0", Phase.EVACUATING), ("i-2", Phase.EVACUATING)]
+    assert store.journal(lost_run.uuid) == []
 
 
 def test_one_failure_is_detected_once_by_racing_engines(url):
