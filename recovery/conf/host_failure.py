@@ -129,7 +129,7 @@ OPTS = [
     cfg.FloatOpt(
         "poll_interval",
         mutable=True,
-        default=1.0,
+        default=0.5,
         min=0.05,
         help="Seconds between two polls of Nova while waiting for a state "
              "change. One poll of the evacuation migrations serves every "
@@ -137,7 +137,9 @@ OPTS = [
              "confirms an instance evacuated ACTIVE with no read of its "
              "own), so this does not multiply by the number of instances "
              "or hosts. Polls start this far apart, whatever a request "
-             "takes.",
+             "takes. The default was chosen by measurement on a real "
+             "Nova (README, Performance): 1 s took a fifth longer to "
+             "recover 30 instances, 0.25 s was no faster than 0.5 s.",
     ),
 ]
 
