@@ -17,6 +17,8 @@ on another host. Runs of the two sides alternate.
   evacuation migrations every 0.5 s, unlock.
 - ``hundred``: 100 instances; recovery at its defaults against the ideal
   client at the same number of threads.
+- ``masakari``: 30 instances; recovery at its defaults against Masakari
+  22's own host-failure flow at its best setting (benchmarks/masakari.py).
 """
 
 from __future__ import annotations
@@ -37,13 +39,18 @@ from tests.integration.realnova.harness import RealNova
 DEFAULT_THREADS = 3
 FINAL = ("done", "error", "failed")
 MONITOR_INTERVAL = 0.05
+# Servers are booted this many at a time: a hundred at once queue in
+# Nova longer than the harness waits for each.
+BOOT_BATCH = 10
 
 
 def prepared_nova(instances: int) -> RealNova:
     nova = RealNova(hosts=4).start()
-    ids = [nova.create(f"vm-{n}", common.FAILED) for n in range(instances)]
-    for server_id in ids:
-        nova.settle(server_id)
+    for first in range(0, instances, BOOT_BATCH):
+        ids = [nova.create(f"vm-{n}", common.FAILED)
+               for n in range(first, min(first + BOOT_BATCH, instances))]
+        for server_id in ids:
+            nova.settle(server_id)
     nova.fail_host(common.FAILED)
     nova.wait_service(common.FAILED, "down")
     return nova
@@ -191,13 +198,15 @@ def _kinds(calls: list[dict[str, Any]]) -> dict[str, int]:
 
 
 def compare(name: str, instances: int, threads: int | None,
-            other: str, client: Callable[[str], None],
+            other: str, other_run: Callable[[], dict[str, Any]],
             rounds: int) -> dict[str, Any]:
-    """Alternate recovery and the other client, ``rounds`` runs each."""
+    """Alternate recovery and the other side, ``rounds`` runs each."""
     ours, theirs = [], []
     for _ in range(rounds):
         ours.append(run_recovery(instances, threads))
-        theirs.append(run_client(instances, client))
+        theirs.append(other_run())
+        print(f"{name}: recovery {ours[-1]['seconds']:.1f} s, "
+              f"{other} {theirs[-1]['seconds']:.1f} s", flush=True)
     seconds = common.median([r["seconds"] for r in ours])
     other_seconds = common.median([r["seconds"] for r in theirs])
     return {"name": name, "instances": instances,
@@ -212,13 +221,21 @@ def compare(name: str, instances: int, threads: int | None,
 
 
 def main(rounds: int = 2) -> dict[str, Any]:
+    # Imported here: it imports this module.
+    from benchmarks import masakari
+
     results = [
         compare("defaults", 30, None, "minimal client (GET every 1 s)",
-                lambda e: minimal_client(e, DEFAULT_THREADS), rounds),
+                lambda: run_client(30, lambda e: minimal_client(
+                    e, DEFAULT_THREADS)), rounds),
+        compare("masakari", 30, None, "Masakari 22 (no 180 s sleep)",
+                lambda: masakari.run(30), rounds),
         compare("ten_threads", 30, 10, "ideal client (0.5 s poll)",
-                lambda e: ideal_client(e, 10), rounds),
+                lambda: run_client(30, lambda e: ideal_client(e, 10)),
+                rounds),
         compare("hundred", 100, None, "ideal client (0.5 s poll)",
-                lambda e: ideal_client(e, DEFAULT_THREADS), rounds),
+                lambda: run_client(100, lambda e: ideal_client(
+                    e, DEFAULT_THREADS)), rounds),
     ]
     data = {r["name"]: r for r in results}
     rows = []
@@ -227,7 +244,9 @@ def main(rounds: int = 2) -> dict[str, Any]:
         rows += [
             (f"{label}: recovery TTR, s", r["ttr_s"], ""),
             (f"{label}: {r['other']} TTR, s", r["client_ttr_s"], ""),
-            (f"{label}: TTR ratio", r["ttr_ratio"], "target <= 1.00"),
+            (f"{label}: TTR ratio", r["ttr_ratio"],
+             "target <= 0.70" if r["name"] == "masakari"
+             else "target <= 1.00"),
             (f"{label}: requests per instance", r["requests_per_instance"],
              "target <= 4.0" if r["instances"] <= 30 else "target <= 3.5"),
         ]
