@@ -18,6 +18,42 @@ RESULTS = ROOT / "benchmarks" / "results"
 FAILED = "compute-1"
 
 
+def failed_host(fake: Any, instances: int) -> None:
+    """``instances`` ACTIVE instances on FAILED, just reported down, in the
+    fake Nova; compute-2 takes them."""
+    for host in (FAILED, "compute-2"):
+        fake.add_compute(host)
+    for n in range(instances):
+        fake.add_server(f"vm-{n}", FAILED)
+    fake.fail_host(FAILED)
+
+
+def failed_rack(fake: Any, hosts: list[str], per_host: int) -> None:
+    """``hosts``, each with ``per_host`` instances, all reported down at
+    once in the fake Nova; two spare hosts take them."""
+    for host in hosts + ["spare-1", "spare-2"]:
+        fake.add_compute(host)
+    for host in hosts:
+        for n in range(per_host):
+            fake.add_server(f"{host}-vm-{n}", host)
+        fake.fail_host(host)
+
+
+def wait_finished(engine: Any, uuids: list[str]) -> None:
+    """Until ``recovery-engine`` has finished every notification; raise
+    if one ends otherwise. Asks once a second: every question costs the
+    engine CPU too."""
+    from tests.fakenova.server import wait_until
+
+    for uuid in uuids:
+        done = wait_until(
+            lambda u=uuid: (n := engine.notification(u))["status"]
+            in ("finished", "error", "failed") and n, 600,
+            interval=1.0, what=f"notification {uuid}")
+        if done["status"] != "finished":
+            raise RuntimeError(done["message"])
+
+
 def recovery_config(workdir: Path, endpoint: str, threads: int,
                     poll_interval: float, rate: float) -> Path:
     path = workdir / "recovery.conf"

@@ -15,7 +15,6 @@ from typing import Any
 
 from benchmarks import common
 from tests.fakenova import FakeNova
-from tests.fakenova.server import wait_until
 from tests.functional.engine_process import EngineProcess
 
 HOSTS, PER_HOST = 20, 10
@@ -27,26 +26,15 @@ def main() -> dict[str, Any]:
     hosts = [f"compute-{n}" for n in range(1, HOSTS + 1)]
     with FakeNova(evacuation_latency=LATENCY) as fake, \
             tempfile.TemporaryDirectory() as workdir:
-        for host in hosts + ["spare-1", "spare-2"]:
-            fake.add_compute(host)
-        for host in hosts:
-            for n in range(PER_HOST):
-                fake.add_server(f"{host}-vm-{n}", host)
-            fake.fail_host(host)
+        common.failed_rack(fake, hosts, PER_HOST)
         engine = EngineProcess(
             Path(workdir), fake.endpoint, threads=3, poll_interval=INTERVAL,
             extra=f"max_concurrent_host_recoveries = {HOSTS}\n"
                   f"{common.BRAKES_OFF}")
         try:
             engine.start()
-            uuids = [engine.post_host_down(host) for host in hosts]
-            for uuid in uuids:
-                done = wait_until(
-                    lambda u=uuid: (n := engine.notification(u))["status"]
-                    in ("finished", "error", "failed") and n, 600,
-                    interval=1.0, what=f"notification {uuid}")
-                if done["status"] != "finished":
-                    raise RuntimeError(done["message"])
+            common.wait_finished(
+                engine, [engine.post_host_down(host) for host in hosts])
         finally:
             engine.close()
         requests = fake.requests

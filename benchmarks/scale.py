@@ -21,7 +21,6 @@ from typing import Any
 
 from benchmarks import common
 from tests.fakenova import FakeNova
-from tests.fakenova.server import wait_until
 from tests.functional.engine_process import EngineProcess
 
 LATENCY = 5.0
@@ -33,11 +32,7 @@ CLK_TCK = os.sysconf("SC_CLK_TCK")
 def one_host(instances: int) -> dict[str, Any]:
     with FakeNova(evacuation_latency=LATENCY) as fake, \
             tempfile.TemporaryDirectory() as workdir:
-        for host in (common.FAILED, "compute-2"):
-            fake.add_compute(host)
-        for n in range(instances):
-            fake.add_server(f"vm-{n}", common.FAILED)
-        fake.fail_host(common.FAILED)
+        common.failed_host(fake, instances)
         config = common.recovery_config(Path(workdir), fake.endpoint,
                                         threads=max(instances, 1),
                                         poll_interval=1.0, rate=0)
@@ -71,18 +66,11 @@ def _peak_rss_mb(pid: int) -> float:
     return 0.0
 
 
-
-
 def many_hosts() -> dict[str, Any]:
     hosts = [f"compute-{n}" for n in range(1, HOSTS + 1)]
     with FakeNova(evacuation_latency=LATENCY) as fake, \
             tempfile.TemporaryDirectory() as workdir:
-        for host in hosts + ["spare-1", "spare-2"]:
-            fake.add_compute(host)
-        for host in hosts:
-            for n in range(PER_HOST):
-                fake.add_server(f"{host}-vm-{n}", host)
-            fake.fail_host(host)
+        common.failed_rack(fake, hosts, PER_HOST)
         engine = EngineProcess(
             Path(workdir), fake.endpoint, threads=10, poll_interval=1.0,
             extra=f"max_concurrent_host_recoveries = {HOSTS}\n"
@@ -93,15 +81,8 @@ def many_hosts() -> dict[str, Any]:
             pid = engine.proc.pid
             cpu_ready = _cpu_seconds(pid)
             started = time.time()
-            uuids = [engine.post_host_down(host) for host in hosts]
-            # Ask seldom: every question costs the engine CPU too.
-            for uuid in uuids:
-                done = wait_until(
-                    lambda u=uuid: (n := engine.notification(u))["status"]
-                    in ("finished", "error", "failed") and n, 600,
-                    interval=1.0, what=f"notification {uuid}")
-                if done["status"] != "finished":
-                    raise RuntimeError(done["message"])
+            common.wait_finished(
+                engine, [engine.post_host_down(host) for host in hosts])
             seconds = time.time() - started
             cpu = _cpu_seconds(pid) - cpu_ready
             rss = _peak_rss_mb(pid)

@@ -60,11 +60,7 @@ def first_request(env: dict[str, str], migrated: bool) -> float:
     """Seconds from the start of one ``recovery host-failure`` process to
     the first request the fake Nova receives."""
     with FakeNova() as fake, tempfile.TemporaryDirectory() as workdir:
-        for host in (common.FAILED, "compute-2"):
-            fake.add_compute(host)
-        for n in range(INSTANCES):
-            fake.add_server(f"vm-{n}", common.FAILED)
-        fake.fail_host(common.FAILED)
+        common.failed_host(fake, INSTANCES)
         config = common.recovery_config(Path(workdir), fake.endpoint,
                                         threads=INSTANCES,
                                         poll_interval=0.1, rate=0)

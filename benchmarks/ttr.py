@@ -46,13 +46,17 @@ BOOT_BATCH = 10
 
 def prepared_nova(instances: int) -> RealNova:
     nova = RealNova(hosts=4).start()
-    for first in range(0, instances, BOOT_BATCH):
-        ids = [nova.create(f"vm-{n}", common.FAILED)
-               for n in range(first, min(first + BOOT_BATCH, instances))]
-        for server_id in ids:
-            nova.settle(server_id)
-    nova.fail_host(common.FAILED)
-    nova.wait_service(common.FAILED, "down")
+    try:
+        for first in range(0, instances, BOOT_BATCH):
+            ids = [nova.create(f"vm-{n}", common.FAILED)
+                   for n in range(first, min(first + BOOT_BATCH, instances))]
+            for server_id in ids:
+                nova.settle(server_id)
+        nova.fail_host(common.FAILED)
+        nova.wait_service(common.FAILED, "down")
+    except BaseException:
+        nova.stop()
+        raise
     return nova
 
 
