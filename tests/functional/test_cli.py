@@ -306,7 +306,10 @@ def test_confirmation_cost_does_not_grow_per_instance(tmp_path):
     start, end = min(evacuates), max(unlocks)
     polls = [r for r in requests if r["path"].endswith("/os-migrations")
              and start <= r["time"] <= end]
-    assert len(polls) <= (end - start) / interval + 2
+    # Polls start an interval apart; when they reach Nova also depends on
+    # the machine's load, which can bring two a little closer: a margin
+    # of a few, where one poll per instance would be fifty a round.
+    assert len(polls) <= (end - start) / interval + 4
     reads = collections.Counter(r["path"].rsplit("/", 1)[1]
                                 for r in requests
                                 if r["method"] == "GET"
