@@ -24,6 +24,10 @@ class _ThreadingWSGIServer(socketserver.ThreadingMixIn,
                            simple_server.WSGIServer):
     daemon_threads = True
     allow_reuse_address = True
+    # socketserver's default backlog is 5: a burst of fifty requests (a
+    # recovery with fifty threads) overflowed it on a loaded machine, and
+    # connections were dropped. A real Nova API's is in the hundreds.
+    request_queue_size = 128
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """Clients that gave up (timeouts) are not an error here."""

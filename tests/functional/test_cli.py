@@ -316,4 +316,4 @@ def test_confirmation_cost_does_not_grow_per_instance(tmp_path):
                                 and "/servers/" in r["path"]
                                 and not r["path"].endswith("/detail"))
     assert len(unlocks) == len(uuids)
-    assert reads == {}
+    assert reads == {}, proc.stderr
