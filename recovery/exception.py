@@ -26,16 +26,35 @@ class NovaError(RecoveryError):
 
     @property
     def uncertain(self) -> bool:
-        """Nova may or may not have acted (a 5xx, or no answer at all)."""
+        """Worth another try: Nova may not have acted (a 5xx, or no
+        answer at all)."""
         return (self.status or 0) >= 500
+
+    @property
+    def maybe_acted(self) -> bool:
+        """The request's outcome is unknown: it may have reached Nova, or
+        may still reach it later (a 5xx from Nova or from a proxy in
+        front of it, a timeout, a reset after the request was written).
+        An answer of Nova's below 500 is a refusal: nothing happened."""
+        return self.uncertain
 
 
 class NovaUnreachable(NovaError):
-    """Nova could not be reached, or did not answer in time."""
+    """Nova could not be reached, or did not answer in time.
+    ``not_sent``: proved never sent (the connection was refused, or not
+    made in time), so Nova cannot act on it."""
+
+    def __init__(self, message: str, *, not_sent: bool = False):
+        super().__init__(message)
+        self.not_sent = not_sent
 
     @property
     def uncertain(self) -> bool:
         return True
+
+    @property
+    def maybe_acted(self) -> bool:
+        return not self.not_sent
 
 
 class NovaNotFound(NovaError):

@@ -253,13 +253,44 @@ def _translate(what: str, exc: Exception) -> exception.RecoveryError:
             f"valid_interfaces, or set endpoint_override (Nova) or "
             f"placement_endpoint_override (Placement)")
     if isinstance(exc, ks_exc.ConnectionError):
+        not_sent = _never_sent(exc)
+        how = " (the request was never sent)" if not_sent else ""
         return exception.NovaUnreachable(
-            f"could not reach Nova to {what}: {exc}")
+            f"could not reach Nova to {what}: {exc}{how}",
+            not_sent=not_sent)
     if isinstance(exc, ks_exc.HttpError) and exc.http_status == 401:
         return exception.NovaForbidden(
             f"Keystone refused the [nova] credentials: {exc}",
             status=401, request_id=exc.request_id)
     return exception.NovaError(f"failed to {what}: {exc}")
+
+
+# Errors that prove a request was never written to its socket: the
+# connection was refused, or not made in time. urllib3's NewConnectionError
+# is a ConnectTimeoutError; requests' ConnectTimeout is raised only while
+# connecting.
+_NOT_SENT = (urllib3.exceptions.ConnectTimeoutError,
+             requests.exceptions.ConnectTimeout)
+
+
+def _never_sent(exc: BaseException) -> bool:
+    """Whether the connection error ``exc`` (keystoneauth's, raised while
+    handling requests' and urllib3's) proves the request never left.
+    Anything else, a read timeout or a connection reset after the request
+    was written, leaves its outcome unknown."""
+    seen = set()
+    cause: BaseException | None = exc
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, _NOT_SENT):
+            return True
+        if isinstance(cause, urllib3.exceptions.MaxRetryError):
+            cause = cause.reason
+            continue
+        inner = cause.args[0] if cause.args else None
+        cause = (cause.__cause__ or cause.__context__
+                 or (inner if isinstance(inner, BaseException) else None))
+    return False
 
 
 class Nova:
@@ -305,10 +336,13 @@ class Nova:
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any,
               safe: bool = True, kind: str | None = None,
+              unknown: Callable[[exception.NovaError], None] | None = None,
               **kwargs: Any) -> T:
         """``fn`` (a novaclient call), retried if ``safe`` and the error
         leaves it uncertain; ``kind`` names it in the metrics (default:
-        its manager and method, e.g. ``server.evacuate``)."""
+        its manager and method, e.g. ``server.evacuate``). ``unknown`` is
+        told of each attempt whose outcome is unknown (it may reach Nova
+        late), before any retry."""
         if kind is None:
             manager = type(fn.__self__).__name__.removesuffix("Manager")
             kind = f"{manager.lower()}.{fn.__name__}"
@@ -323,6 +357,8 @@ class Nova:
                     return fn(*args, **kwargs)
             except (nova_exc.ClientException, ks_exc.ClientException) as exc:
                 error = _translate(what, exc)
+                if unknown is not None and error.maybe_acted:
+                    unknown(error)
                 if not (safe and isinstance(error, exception.NovaError)
                         and error.uncertain and attempt < self._retries):
                     raise error from exc
@@ -396,9 +432,22 @@ class Nova:
                            self._client.servers.get, uuid)
         return Server.from_nova(found.to_dict())
 
-    def lock(self, uuid: str, reason: str) -> None:
+    def lock(self, uuid: str, reason: str,
+             unknown: Callable[[exception.NovaError], None] | None = None
+             ) -> None:
+        """Lock with ``reason``, retried: a repeated lock is harmless.
+        ``unknown`` is told of each attempt whose outcome is unknown: that
+        lock may still reach Nova late, after the unlock."""
         self._call(f"lock instance {uuid}", self._client.servers.lock,
-                   uuid, reason=reason)
+                   uuid, reason=reason, unknown=unknown)
+
+    def list_locked_servers(self) -> list[Server]:
+        """Every locked instance, in all projects (the ``locked`` filter
+        of 2.73): one request per page."""
+        query = {"locked": "true", "all_tenants": "1"}
+        return [Server.from_nova(s) for s in self._pages(
+            "list the locked instances", "/servers/detail", query,
+            "servers", kind="server.list")]
 
     def unlock(self, uuid: str) -> None:
         self._call(f"unlock instance {uuid}", self._client.servers.unlock,
@@ -493,21 +542,31 @@ class Nova:
 
     # -- migrations ----------------------------------------------------------
     def list_evacuations(self, source_host: str | None = None,
-                         changes_since: str | None = None
+                         changes_since: str | None = None,
+                         instance_uuid: str | None = None
                          ) -> list[Migration]:
-        """Every evacuation (from ``source_host``; changed since a time).
+        """Every evacuation (from ``source_host``; changed since a time;
+        of one instance).
 
         One request per page: Nova links a next page only when a page is
         full (``migrations_links``), whatever its page size, so a poll
         with fewer migrations than a page costs one request.
+
+        ``changes-since`` filters on ``updated_at``, which a migration
+        Nova has just accepted does not have yet: only a query without it
+        (by ``instance_uuid``) proves an evacuate was not accepted.
         """
         query = {"migration_type": "evacuation"}
         if source_host is not None:
             query["source_compute"] = source_host
         if changes_since is not None:
             query["changes-since"] = changes_since
+        if instance_uuid is not None:
+            query["instance_uuid"] = instance_uuid
         what = ("list the evacuations" if source_host is None
                 else f"list the evacuations from {source_host}")
+        if instance_uuid is not None:
+            what = f"list the evacuations of instance {instance_uuid}"
         return [Migration.from_nova(m) for m in self._pages(
             what, "/os-migrations", query, "migrations",
             kind="migration.list")]

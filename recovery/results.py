@@ -52,6 +52,14 @@ class InstanceResult:
     # are this recovery's. Set before the evacuate is sent, so a resumed
     # run can ask Nova whether it acted before sending another.
     migration_floor: int | None = None
+    # When the last evacuate was sent (recorded before it is). Until
+    # [nova] timeout + late_request_margin after it, an evacuate whose
+    # outcome is unknown may still reach Nova: none is sent again unless
+    # Nova shows this one, failed.
+    evacuate_sent_at: datetime.datetime | None = None
+    # When a lock of ours had an unknown outcome (it may reach Nova after
+    # the unlock): the run looks for it once the same window has passed.
+    lock_uncertain_at: datetime.datetime | None = None
     # How the destination was chosen: "auto" (the scheduler) or
     # "reserved_host" (dest_host is a reserved host taken for this run).
     method: str | None = None
@@ -65,7 +73,8 @@ class InstanceResult:
 
     def to_dict(self) -> dict[str, Any]:
         data = dataclasses.asdict(self)
-        for key in ("started_at", "finished_at"):
+        for key in ("started_at", "finished_at", "evacuate_sent_at",
+                    "lock_uncertain_at"):
             data[key] = data[key].isoformat() if data[key] else None
         data["outcome"] = self.outcome.value if self.outcome else None
         data["phase"] = self.phase.value

@@ -37,6 +37,21 @@ OPTS = [
              "first one.",
     ),
     cfg.FloatOpt(
+        "late_request_margin",
+        default=30.0,
+        min=0,
+        help="Seconds a request may still reach Nova after its timeout: "
+             "one held in a load balancer's queue or an API worker's "
+             "backlog, delivered after recovery gave up on it. An evacuate "
+             "or a lock whose outcome is unknown (a timeout, a reset after "
+             "it was sent, a 5xx) is presumed still in flight until "
+             "[nova] timeout plus this margin after it was sent: no second "
+             "evacuate goes before that unless Nova shows the first one "
+             "failed, and a lock is looked for again after that, and lifted "
+             "if it is recovery's. Set it to at least the longest time your "
+             "load balancer queues a request (haproxy's 'timeout queue').",
+    ),
+    cfg.FloatOpt(
         "max_requests_per_second",
         default=50.0,
         min=0,

@@ -135,6 +135,8 @@ class JournalStore(Transactional):
             migration_floor=result.migration_floor, method=result.method,
             priority=result.priority, priority_phase=result.priority_phase,
             capacity_warning=result.capacity_warning,
+            evacuate_sent_at=result.evacuate_sent_at,
+            lock_uncertain_at=result.lock_uncertain_at,
             started_at=result.started_at, finished_at=result.finished_at,
             updated_at=now)
         mine = _Pending(uuid, result.uuid, values, now, holder, event)
@@ -226,4 +228,6 @@ class JournalStore(Transactional):
                 migration_floor=r.migration_floor,
                 method=r.method, priority=r.priority,
                 priority_phase=r.priority_phase,
-                capacity_warning=r.capacity_warning)) for r in rows]
+                capacity_warning=r.capacity_warning,
+                evacuate_sent_at=r.evacuate_sent_at,
+                lock_uncertain_at=r.lock_uncertain_at)) for r in rows]

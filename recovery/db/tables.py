@@ -115,6 +115,10 @@ instance_journal = sa.Table(
     sa.Column("priority", sa.Integer),
     sa.Column("priority_phase", sa.Integer),
     sa.Column("capacity_warning", sa.Text),
+    # When the last evacuate was sent, and when a lock had an unknown
+    # outcome (migration 0011).
+    sa.Column("evacuate_sent_at", UTCDateTime),
+    sa.Column("lock_uncertain_at", UTCDateTime),
     sa.Column("started_at", UTCDateTime),
     sa.Column("finished_at", UTCDateTime),
     # When the entry was first written (0008 dates older ones by their

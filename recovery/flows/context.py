@@ -31,6 +31,9 @@ class Settings:
     evacuation_timeout: float
     state_change_timeout: float
     poll_interval: float
+    # How long after it was sent a request whose outcome is unknown may
+    # still reach Nova: [nova] timeout + late_request_margin.
+    late_request_window: float
     service_down_time: float
     host_return_timeout: float
     default_recovery_method: str
@@ -63,6 +66,8 @@ class Settings:
             evacuation_timeout=group.evacuation_timeout,
             state_change_timeout=group.state_change_timeout,
             poll_interval=group.poll_interval,
+            late_request_window=((conf.nova.timeout or 0)
+                                 + conf.nova.late_request_margin),
             service_down_time=conf.safety.service_down_time,
             host_return_timeout=conf.safety.host_return_timeout,
             default_recovery_method=group.default_recovery_method,

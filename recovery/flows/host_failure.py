@@ -213,6 +213,8 @@ PoolFactory = Callable[[int], concurrency.TaskPool]
 RECOVER_INSTANCES = "recover-instances"
 # A priority phase ran past phase_timeout and the next one started.
 PHASE_TIMEOUT = "phase-timeout"
+# Recovery's locks still on the run's instances are lifted.
+RELEASE_LOCKS = "release-locks"
 DONE_OUTCOMES = frozenset({Outcome.RECOVERED, Outcome.SKIPPED})
 
 
@@ -432,6 +434,80 @@ def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
         RECOVER_INSTANCES,
         StepState.SUCCESS if ctx.report.succeeded else StepState.FAILURE,
         ctx.report.summary())
+    _release_locks(ctx)
+
+
+def _release_locks(ctx: HostContext) -> None:
+    """The run's last step: lift recovery's lock wherever it is still on
+    one of the run's instances (an unlock that failed, a lock an earlier
+    run left), and, when a lock's outcome was unknown, only once that
+    lock can no longer reach Nova: a lock held in a load balancer may be
+    delivered after the unlock. One listing of the locked instances;
+    a lock with any other reason is never lifted."""
+    env, settings = ctx.env, ctx.env.settings
+    results = {r.uuid: r for r in ctx.report.instances}
+    uncertain = [r for r in results.values()
+                 if r.lock_uncertain_at is not None]
+    if uncertain:
+        last = max(r.lock_uncertain_at for r in uncertain)
+        remaining = (settings.late_request_window
+                     - (env.clock.now() - last).total_seconds())
+        if remaining > 0:
+            env.recorder.step_changed(
+                RELEASE_LOCKS, StepState.RUNNING,
+                f"{len(uncertain)} lock(s) with an unknown outcome may "
+                f"still reach Nova: looking for them in {remaining:.0f}s")
+            _wait_unless_stopping(ctx, remaining)
+    try:
+        left = [s for s in env.nova.list_locked_servers()
+                if s.id in results and s.locked_reason == settings.lock_reason]
+    except exception.NovaError as exc:
+        LOG.error("%s: could not look for recovery's locks left on its "
+                  "instances: %s", ctx.host, exc)
+        env.recorder.step_changed(
+            RELEASE_LOCKS, StepState.FAILURE,
+            f"could not look for recovery's locks: {exc}; list them with "
+            f"'openstack server list --all-projects --locked'")
+        return
+    for result in uncertain:
+        result.lock_uncertain_at = None
+        env.recorder.instance_changed(result)
+    for server in left:
+        _release(ctx, results[server.id])
+    if uncertain or left:
+        env.recorder.step_changed(
+            RELEASE_LOCKS, StepState.SUCCESS,
+            f"{len(left)} lock(s) of recovery lifted, "
+            f"{len(uncertain)} late lock(s) looked for")
+
+
+def _release(ctx: HostContext, result: InstanceResult) -> None:
+    try:
+        ctx.env.nova.unlock(result.uuid)
+    except exception.STOPS_THE_RUN:
+        raise
+    except exception.RecoveryError as exc:
+        reason = f"left locked, unlock failed: {exc}"
+        _settle(ctx, result, Outcome.FAILED,
+                f"{result.reason}; {reason}" if result.reason else reason)
+        return
+    LOG.warning("Instance %s: recovery's lock was still on it; lifted",
+                result.uuid)
+    result.locked_by_us = False
+    ctx.env.recorder.instance_changed(result)
+
+
+def _wait_unless_stopping(ctx: HostContext, seconds: float) -> None:
+    """Wait ``seconds``; raise ``Interrupted`` if the process starts
+    shutting down first (the journal keeps what is still uncertain)."""
+    try:
+        wait_for(ctx.env.stopping, what="the process to stop",
+                 timeout=seconds, interval=1.0, clock=ctx.env.clock)
+    except exception.WaitTimeout:
+        return
+    raise exception.Interrupted(
+        f"stopped while waiting for late locks on {ctx.host}'s "
+        f"instances; the wait resumes from the journal")
 
 
 def _recover_round(ctx: HostContext, servers: list[Server],
@@ -441,12 +517,27 @@ def _recover_round(ctx: HostContext, servers: list[Server],
     recoveries = [InstanceRecovery(ctx.env, watch, server, result,
                                    ctx.placement)
                   for server, result in selected]
+    stopped = None
     for outcome in pool.run(_phased(ctx, recoveries), recoveries):
-        if outcome.error is not None:
+        if isinstance(outcome.error, exception.STOPS_THE_RUN):
+            # Not the instance's failure: one line each, no traceback;
+            # the run stops once every task has ended.
+            _abandoned(outcome.item.result, outcome.error)
+            stopped = stopped or outcome.error
+        elif outcome.error is not None:
             # run() records its own failures; this is a last line of
             # defence so that no worker's exception is ever lost.
             _settle(ctx, outcome.item.result, Outcome.FAILED,
                     f"unexpected error: {outcome.error!r}")
+    if stopped is not None:
+        raise stopped
+
+
+def _abandoned(result: InstanceResult, error: Exception) -> None:
+    why = ("lease lost; the run resumes on the engine that owns it"
+           if isinstance(error, exception.LeaseLost)
+           else f"{error}; the run resumes from its journal")
+    LOG.warning("Instance %s abandoned: %s", result.uuid, why)
 
 
 def _phased(ctx: HostContext, recoveries: list[InstanceRecovery],

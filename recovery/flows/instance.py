@@ -50,6 +50,11 @@ class InstanceRecovery:
         result = self.result
         # A resumed or retried instance keeps the time it first started.
         result.started_at = result.started_at or self.env.clock.now()
+        if result.phase is Phase.LOCKING and result.lock_uncertain_at is None:
+            # An earlier run stopped while it locked: that lock may still
+            # reach Nova. When it was sent is not known; from now on is
+            # the safe side.
+            result.lock_uncertain_at = self.env.clock.now()
         try:
             self._lock()
             self._restore(*self._move())
@@ -86,16 +91,34 @@ class InstanceRecovery:
             return
         self._enter(Phase.LOCKING)
         if held_by is locks.Holder.NOBODY:
-            self.env.nova.lock(self.server.id, reason)
+            self.env.nova.lock(self.server.id, reason,
+                               unknown=self._lock_unknown)
         self.result.locked_by_us = True
+
+    def _lock_unknown(self, error: exception.NovaError) -> None:
+        """A lock whose outcome is unknown may reach Nova late, even after
+        the unlock: recorded at once, so that this run (or the one that
+        resumes it) looks for it once it can no longer arrive."""
+        LOG.warning("Instance %s: a lock's outcome is unknown (%s); the "
+                    "instance is looked at again %gs from now and "
+                    "unlocked if recovery's lock is on it",
+                    self.result.uuid, error,
+                    self.env.settings.late_request_window)
+        self.result.lock_uncertain_at = self.env.clock.now()
+        self.env.recorder.instance_changed(self.result)
 
     def _evacuated_before(self) -> bool:
         """Whether a run before this one (a crashed engine, an earlier
         attempt) sent an evacuate that Nova acted on: then it is confirmed,
-        never sent again, and its task_state is left alone."""
+        never sent again, and its task_state is left alone. One whose
+        migration failed is behind us (the floor moves above it)."""
         if self.result.migration_floor is None:
             return False
-        if not self._evacuation_started():
+        sign = self._wait_out_evacuate()
+        if sign is None:
+            return False
+        if isinstance(sign, Migration) and sign.failed:
+            self.result.migration_floor = sign.id
             return False
         LOG.info("Instance %s was already evacuated by an earlier run; "
                  "confirming it", self.result.uuid)
@@ -130,11 +153,17 @@ class InstanceRecovery:
         raise failure
 
     def _evacuate(self, host: str | None) -> None:
+        """Send one evacuate that Nova acts on: sent again only when the
+        last one is proved not to have reached Nova, or shows no sign of
+        itself once it can no longer arrive (``_wait_out_evacuate``)."""
         result = self.result
         if result.migration_floor is None:
             result.migration_floor = self.watch.baseline(result.uuid)
+        # Recorded (with the phase) before the evacuate is sent.
+        result.evacuate_sent_at = self.env.clock.now()
         self._enter(Phase.EVACUATING)
-        self._prepare()
+        if self._prepare():
+            self._record_send()
         nova = self.env.nova
         attempts = 0
         while True:
@@ -142,17 +171,90 @@ class InstanceRecovery:
                 nova.evacuate(self.server.id, host)
                 return
             except exception.NovaError as exc:
-                if not exc.uncertain or attempts >= nova.retries:
+                if not exc.uncertain:
                     raise
-                if self._evacuation_started():
-                    LOG.info("Evacuate of %s answered %s, but Nova acted on "
-                             "it", self.server.id, exc)
-                    return
+                if exc.maybe_acted:
+                    LOG.warning("Evacuate of %s: its outcome is unknown "
+                                "(%s); asking Nova whether it acted",
+                                self.server.id, exc)
+                    if self._wait_out_evacuate() is not None:
+                        LOG.info("Evacuate of %s: Nova acted on it",
+                                 self.server.id)
+                        return
+                if attempts >= nova.retries:
+                    raise
                 attempts += 1
                 LOG.warning("Evacuate of %s failed (%s) and Nova did not act "
-                            "on it; retrying", self.server.id, exc)
+                            "on it; sending it again (%d/%d)",
+                            self.server.id, exc, attempts, nova.retries)
+                self.env.clock.sleep(min(0.5 * 2 ** attempts, 5.0))
+                self._record_send()
 
-    def _prepare(self) -> None:
+    def _record_send(self) -> None:
+        """The evacuate about to be sent, in the journal before it is."""
+        self.result.evacuate_sent_at = self.env.clock.now()
+        self.env.recorder.instance_changed(self.result)
+
+    def _wait_out_evacuate(self) -> Migration | Server | None:
+        """A sign that Nova acted on the last evacuate sent, whose outcome
+        is unknown: waited for until that evacuate can no longer reach
+        Nova (``late_request_window`` after it was sent), then None.
+
+        A request held in a load balancer, or answered too late, may
+        reach Nova long after its timeout, and Nova 34 accepts a second
+        evacuate of an instance that is already being rebuilt: only this
+        wait keeps two rebuilds from racing. Nothing shown yet is no
+        proof before the window has passed.
+        """
+        settings, clock = self.env.settings, self.env.clock
+        sent = self.result.evacuate_sent_at
+        if sent is None:
+            # A journal entry from before 0011: when is not known.
+            sent = self.result.evacuate_sent_at = clock.now()
+        window = settings.late_request_window
+        remaining = window - (clock.now() - sent).total_seconds()
+        sign = self._sign_of_evacuation()
+        if sign is not None or remaining <= 0:
+            return sign
+        LOG.warning("Instance %s: no sign yet of the evacuate sent at %s; "
+                    "it may still reach Nova, so none is sent again for "
+                    "%.0fs ([nova] timeout + late_request_margin)",
+                    self.result.uuid, sent.isoformat(), remaining)
+        try:
+            return wait_for(
+                self._sign_of_evacuation,
+                what=f"a sign of the evacuate of {self.result.uuid}",
+                timeout=remaining,
+                interval=max(settings.poll_interval, window / 10),
+                clock=clock)
+        except exception.WaitTimeout:
+            return None
+
+    def _sign_of_evacuation(self) -> Migration | Server | None:
+        """What shows Nova acted on an evacuate of this recovery: its
+        newest evacuation migration above the floor, else the instance
+        rebuilding or on another host; None when nothing does.
+
+        The migrations are asked for by instance, with no
+        ``changes-since``: Nova lists a migration it has just accepted
+        only then (it has no ``updated_at`` yet). The server is read
+        after that query, so an evacuate accepted in between shows in
+        the read. A task_state of another kind is a task stuck on the
+        dead host, which Nova evacuates over.
+        """
+        nova, floor = self.env.nova, self.result.migration_floor
+        newest = max((m for m in nova.list_evacuations(
+            instance_uuid=self.server.id) if m.id > floor),
+            key=lambda m: m.id, default=None)
+        if newest is not None:
+            return newest
+        current = nova.get_server(self.server.id)
+        if (current.task_state in REBUILD_TASK_STATES
+                or current.host != self.server.host):
+            return current
+        return None
+
+    def _prepare(self) -> bool:
         """Make evacuable an instance Nova refuses to evacuate as it is:
         reset it to active (paused, suspended, rescued) or confirm its
         resize (resized); see ``selection``.
@@ -160,15 +262,18 @@ class InstanceRecovery:
         Part of the evacuating phase, journaled before it: a resumed run
         reaches it only when no evacuation was acted on, and decides on
         the state Nova shows, so it never acts twice, nor over a rebuild.
+        Returns whether it acted or waited: the evacuate goes later than
+        the phase's record says.
         """
         prepare = decision_for(self.result.original_state).prepare
         if prepare is None:
-            return
+            return False
         current = self.env.nova.get_server(self.server.id)
         if current.vm_state in EVACUABLE_VM_STATES:
             if prepare == CONFIRM_RESIZE and current.task_state is not None:
                 self._wait_evacuable()
-            return
+                return True
+            return False
         LOG.info("Instance %s is %s: %s to evacuate it", self.server.id,
                  current.vm_state, prepare)
         if prepare == RESET:
@@ -177,6 +282,7 @@ class InstanceRecovery:
             if current.task_state is None:
                 self.env.nova.confirm_resize(self.server.id)
             self._wait_evacuable()
+        return True
 
     def _wait_evacuable(self) -> None:
         """Until a confirm (run by the resize's source host) ends."""
@@ -190,28 +296,6 @@ class InstanceRecovery:
                  timeout=self.env.settings.state_change_timeout,
                  interval=self.env.settings.poll_interval,
                  clock=self.env.clock)
-
-    def _evacuation_started(self) -> bool:
-        """Whether Nova acted on an evacuate whose answer was lost, or
-        that a run before this one sent.
-
-        Nova sets task_state rebuilding before the evacuate call returns,
-        records a migration, and moves the host when the rebuild ends. A
-        task_state of another kind is a task stuck on the dead host, which
-        Nova evacuates over. A migration that failed is moved under the
-        floor: the next evacuate is a new attempt, confirmed on its own
-        migration.
-        """
-        current = self.env.nova.get_server(self.server.id)
-        if (current.task_state in REBUILD_TASK_STATES
-                or current.host != self.server.host):
-            return True
-        migration = self.watch.fresh(self.server.id,
-                                     self.result.migration_floor)
-        if migration is not None and migration.failed:
-            self.result.migration_floor = migration.id
-            return False
-        return migration is not None
 
     def _confirm(self) -> tuple[str, str]:
         """Wait for the evacuation to end: the instance's new host and its

@@ -73,14 +73,6 @@ class EvacuationWatcher:
             migration = self._latest.get(instance_uuid)
         return 0 if migration is None else migration.id
 
-    def fresh(self, instance_uuid: str, floor: int,
-              nova: Nova) -> Migration | None:
-        with self._lock:
-            poll = self._started + 1
-        self._wait_for_poll(poll, nova)
-        with self._lock:
-            return self._found(instance_uuid, floor, final=False)
-
     def ended(self, instance_uuid: str, floor: int, timeout: float,
               nova: Nova) -> Migration | None:
         """None when ``timeout`` seconds pass first."""
@@ -174,12 +166,6 @@ class Watch:
         Known from a poll that started after the run began following."""
         return self._watcher.baseline(instance_uuid, self._baseline_poll,
                                       self._nova)
-
-    def fresh(self, instance_uuid: str, floor: int) -> Migration | None:
-        """The newest evacuation of the instance above ``floor``, from a
-        poll that started after this call (to check whether an evacuate
-        was acted on)."""
-        return self._watcher.fresh(instance_uuid, floor, self._nova)
 
     def ended(self, instance_uuid: str, floor: int, *, timeout: float,
               what: str) -> Migration:

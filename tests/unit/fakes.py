@@ -175,6 +175,9 @@ class MemoryNova:
         self.aggregates: list[Aggregate] = []
         self.aggregate_hosts: dict[int, list[str]] = {}
         self.clock: FakeClock | None = None
+        # Requests that reach Nova later, by the clock: (when, method,
+        # uuid, lock reason).
+        self.late: list[tuple[float, str, str, str | None]] = []
         self._ids = itertools.count(1)
 
     def check(self) -> None:
@@ -205,7 +208,34 @@ class MemoryNova:
     def fail(self, method: str, key: str, *errors: Exception) -> None:
         self.errors[(method, key)] = list(errors)
 
+    def deliver_late(self, method: str, uuid: str, after: float) -> None:
+        """The next ``method`` ("lock" or "evacuate") of ``uuid`` times
+        out, and reaches Nova ``after`` seconds later (by ``self.clock``,
+        which the test sets): a request held in a load balancer."""
+        self.fail(method, uuid, exception.NovaUnreachable("timed out"))
+        self.arrives(after, method, uuid)
+
+    def arrives(self, at: float, method: str, uuid: str,
+                reason: str = "recovery lock") -> None:
+        """``method`` of ``uuid`` reaches Nova at ``at`` (by the clock),
+        unasked: one sent before a crash, or someone else's lock."""
+        self.late.append((at, method, uuid, reason))
+
+    def _arrive(self) -> None:
+        """The late requests whose time has come reach Nova."""
+        due = [r for r in self.late if r[0] <= self.clock.t]
+        self.late = [r for r in self.late if r[0] > self.clock.t]
+        for _, method, uuid, reason in due:
+            self.calls.append((f"late_{method}", uuid))
+            server = self.servers[uuid]
+            if method == "lock":
+                server.locked, server.locked_reason = True, reason
+            else:
+                self._begin_evacuation(server)
+
     def _record(self, method: str, key: str, *args: Any) -> None:
+        if self.clock is not None:
+            self._arrive()
         self.calls.append((method, key, *args))
         pending = self.errors.get((method, key))
         if pending:
@@ -265,10 +295,24 @@ class MemoryNova:
         self._record("get_server", uuid)
         return self.servers[uuid].snapshot()
 
-    def lock(self, uuid: str, reason: str) -> None:
-        self._record("lock", uuid, reason)
+    def lock(self, uuid: str, reason: str, unknown=None) -> None:
+        """Retried as the facade retries it; each error the test set up
+        that may have acted is told to ``unknown``."""
+        for attempt in range(self.retries + 1):
+            try:
+                self._record("lock", uuid, reason)
+                break
+            except exception.NovaError as exc:
+                if unknown is not None and exc.maybe_acted:
+                    unknown(exc)
+                if not exc.uncertain or attempt == self.retries:
+                    raise
         server = self.servers[uuid]
         server.locked, server.locked_reason = True, reason
+
+    def list_locked_servers(self) -> list[Server]:
+        self._record("list_locked_servers", "")
+        return [s.snapshot() for s in self.servers.values() if s.locked]
 
     def unlock(self, uuid: str) -> None:
         self._record("unlock", uuid)
@@ -364,11 +408,13 @@ class MemoryNova:
             self.aggregate_hosts[aggregate.id].append(host)
 
     def list_evacuations(self, source_host: str | None = None,
-                         changes_since=None):
-        self._record("list_evacuations", source_host or "")
+                         changes_since=None, instance_uuid=None):
+        self._record("list_evacuations", source_host or instance_uuid or "")
         found = []
         for record in self.migrations:
             if source_host not in (None, record["source"]):
+                continue
+            if instance_uuid not in (None, record["uuid"]):
                 continue
             self._advance(record)
             found.append(Migration(

@@ -19,6 +19,8 @@ ADDED = {
     "0010": ("ALTER TABLE instance_journal DROP COLUMN priority",
              "ALTER TABLE instance_journal DROP COLUMN priority_phase",
              "ALTER TABLE instance_journal DROP COLUMN capacity_warning"),
+    "0011": ("ALTER TABLE instance_journal DROP COLUMN evacuate_sent_at",
+             "ALTER TABLE instance_journal DROP COLUMN lock_uncertain_at"),
 }
 
 

@@ -86,19 +86,8 @@ def test_newest_migration_of_an_instance_wins():
         nova.outcomes.pop("a")
         nova.servers["a"].task_state = None
         nova.evacuate("a")
-        assert watch.fresh("a", 0).id > first.id
-
-
-def test_fresh_polls_at_once_whatever_the_cadence():
-    nova, clock = MemoryNova(), FakeClock()
-    nova.add_server("a")
-    watcher = EvacuationWatcher(clock)
-    with watcher.follow(nova, 1.0) as watch:
-        assert watch.fresh("a", 0) is None
-        nova.evacuate("a")
-        assert watch.fresh("a", 0) is not None
-    assert polls(nova) == 2
-    assert clock.t == 0
+        second = watch.ended("a", first.id, timeout=60, what="a")
+        assert second.id > first.id and second.status == "done"
 
 
 def test_baseline_is_what_existed_before_the_run_began_following():
