@@ -32,11 +32,18 @@ class NovaError(RecoveryError):
 
     @property
     def maybe_acted(self) -> bool:
-        """The request's outcome is unknown: it may have reached Nova, or
-        may still reach it later (a 5xx from Nova or from a proxy in
-        front of it, a timeout, a reset after the request was written).
-        An answer of Nova's below 500 is a refusal: nothing happened."""
+        """The request's outcome is unknown: Nova may have acted on it
+        (a 5xx, a timeout, a reset after the request was written). An
+        answer of Nova's below 500 is a refusal: nothing happened."""
         return self.uncertain
+
+    @property
+    def in_flight(self) -> bool:
+        """The request may still reach Nova later: no answer came from
+        Nova itself. A 5xx with Nova's request id ended in Nova, so what
+        Nova shows now is final; one without it came from something in
+        front of Nova (a load balancer), which may still deliver it."""
+        return self.maybe_acted and self.request_id is None
 
 
 class NovaUnreachable(NovaError):

@@ -336,13 +336,13 @@ class Nova:
 
     def _call(self, what: str, fn: Callable[..., T], *args: Any,
               safe: bool = True, kind: str | None = None,
-              unknown: Callable[[exception.NovaError], None] | None = None,
+              in_flight: Callable[[exception.NovaError], None] | None = None,
               **kwargs: Any) -> T:
         """``fn`` (a novaclient call), retried if ``safe`` and the error
         leaves it uncertain; ``kind`` names it in the metrics (default:
-        its manager and method, e.g. ``server.evacuate``). ``unknown`` is
-        told of each attempt whose outcome is unknown (it may reach Nova
-        late), before any retry."""
+        its manager and method, e.g. ``server.evacuate``). ``in_flight``
+        is told of each attempt that may still reach Nova late, before
+        any retry."""
         if kind is None:
             manager = type(fn.__self__).__name__.removesuffix("Manager")
             kind = f"{manager.lower()}.{fn.__name__}"
@@ -357,8 +357,8 @@ class Nova:
                     return fn(*args, **kwargs)
             except (nova_exc.ClientException, ks_exc.ClientException) as exc:
                 error = _translate(what, exc)
-                if unknown is not None and error.maybe_acted:
-                    unknown(error)
+                if in_flight is not None and error.in_flight:
+                    in_flight(error)
                 if not (safe and isinstance(error, exception.NovaError)
                         and error.uncertain and attempt < self._retries):
                     raise error from exc
@@ -433,13 +433,13 @@ class Nova:
         return Server.from_nova(found.to_dict())
 
     def lock(self, uuid: str, reason: str,
-             unknown: Callable[[exception.NovaError], None] | None = None
+             in_flight: Callable[[exception.NovaError], None] | None = None
              ) -> None:
         """Lock with ``reason``, retried: a repeated lock is harmless.
-        ``unknown`` is told of each attempt whose outcome is unknown: that
-        lock may still reach Nova late, after the unlock."""
+        ``in_flight`` is told of each attempt that may still reach Nova
+        late, even after the unlock."""
         self._call(f"lock instance {uuid}", self._client.servers.lock,
-                   uuid, reason=reason, unknown=unknown)
+                   uuid, reason=reason, in_flight=in_flight)
 
     def list_locked_servers(self) -> list[Server]:
         """Every locked instance, in all projects (the ``locked`` filter

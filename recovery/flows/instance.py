@@ -92,14 +92,14 @@ class InstanceRecovery:
         self._enter(Phase.LOCKING)
         if held_by is locks.Holder.NOBODY:
             self.env.nova.lock(self.server.id, reason,
-                               unknown=self._lock_unknown)
+                               in_flight=self._lock_in_flight)
         self.result.locked_by_us = True
 
-    def _lock_unknown(self, error: exception.NovaError) -> None:
-        """A lock whose outcome is unknown may reach Nova late, even after
-        the unlock: recorded at once, so that this run (or the one that
-        resumes it) looks for it once it can no longer arrive."""
-        LOG.warning("Instance %s: a lock's outcome is unknown (%s); the "
+    def _lock_in_flight(self, error: exception.NovaError) -> None:
+        """A lock that may still reach Nova late, even after the unlock:
+        recorded at once, so that this run (or the one that resumes it)
+        looks for it once it can no longer arrive."""
+        LOG.warning("Instance %s: a lock may still reach Nova (%s); the "
                     "instance is looked at again %gs from now and "
                     "unlocked if recovery's lock is on it",
                     self.result.uuid, error,
@@ -177,7 +177,10 @@ class InstanceRecovery:
                     LOG.warning("Evacuate of %s: its outcome is unknown "
                                 "(%s); asking Nova whether it acted",
                                 self.server.id, exc)
-                    if self._wait_out_evacuate() is not None:
+                    # Answered by Nova itself: what Nova shows is final.
+                    sign = (self._wait_out_evacuate() if exc.in_flight
+                            else self._sign_of_evacuation())
+                    if sign is not None:
                         LOG.info("Evacuate of %s: Nova acted on it",
                                  self.server.id)
                         return

@@ -5,6 +5,8 @@ from __future__ import annotations
 import http
 import json
 import re
+import socket
+import struct
 import sys
 import time
 import traceback
@@ -91,14 +93,29 @@ class NovaApp:
                  rule: Injection | None) -> Response:
         if rule is not None and not rule.after:
             self.state.stopping.wait(rule.delay)
+            if rule.reset:
+                return self._drop(environ)
             if rule.status:
                 return self._injected(environ, rule.status)
         response = self._dispatch(environ, req)
         if rule is not None and rule.after:
             self.state.stopping.wait(rule.delay)
+            if rule.reset:
+                return self._drop(environ)
             if rule.status:
                 return self._injected(environ, rule.status)
         return response
+
+    @staticmethod
+    def _drop(environ: dict[str, Any]) -> Response:
+        """Close the client's connection with a reset, unanswered. What
+        the WSGI server then writes goes nowhere (it ignores the broken
+        pipe); the requests record says 502."""
+        sock = environ["fakenova.socket"]
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                        struct.pack("ii", 1, 0))
+        sock.shutdown(socket.SHUT_RDWR)
+        return 502, None, []
 
     def _injected(self, environ: dict[str, Any], status: int) -> Response:
         try:

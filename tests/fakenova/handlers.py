@@ -95,12 +95,26 @@ def _visible_servers(state: State, ctx: RequestContext, req: Request,
         status = req.query.get("status")
         if status and views.server_status(server) != status.upper():
             continue
+        if (ctx.at_least("2.73") and "locked" in req.query
+                and server.locked != _locked_filter(req.query["locked"])):
+            continue
         # Nova lists a soft-deleted server only when asked for deleted
         # ones (db.instance_get_all_by_filters, soft_deleted).
         if server.vm_state == "soft-delete" and not status:
             continue
         found.append(server)
     return sorted(found, key=_server_key, reverse=True)
+
+
+def _locked_filter(text: str) -> bool:
+    """The ``locked`` filter of 2.73: a boolean, as Nova parses it."""
+    word = text.strip().lower()
+    if word in _TRUE_WORDS:
+        return True
+    if word in _FALSE_WORDS:
+        return False
+    raise errors.bad_request(
+        f"Invalid input for query parameters locked. Value: {text}.")
 
 
 def _server_key(server: Any) -> tuple:

@@ -37,6 +37,12 @@ class _QuietHandler(simple_server.WSGIRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         """No access log on stderr."""
 
+    def get_environ(self) -> dict[str, Any]:
+        """With the client's socket, which an injected reset drops."""
+        environ = super().get_environ()
+        environ["fakenova.socket"] = self.connection
+        return environ
+
 
 class FakeNova:
     """A fake Nova compute API on 127.0.0.1 with a Python control API."""
@@ -167,11 +173,23 @@ class FakeNova:
     def inject(self, method: str | None, path_regex: str, *,
                action: str | None = None, status: int | None = None,
                delay: float = 0.0, times: int = 1,
-               after: bool = False) -> None:
+               after: bool = False, reset: bool = False) -> None:
         """Fault the next `times` requests matching method + path (re.search
-        on the full path, e.g. /v2.1/servers/detail) + server action."""
+        on the full path, e.g. /v2.1/servers/detail) + server action.
+
+        Before Nova acts (``after`` false) or after (``after`` true), wait
+        ``delay`` seconds, then answer ``status`` instead of Nova's answer,
+        or drop the connection with no answer (``reset``). The faults of
+        an overloaded cloud, with ``delay`` past the client's timeout:
+        - late delivery: ``delay`` alone; Nova acts after the client
+          gave up (a request held in a load balancer's queue);
+        - late answer: ``delay`` with ``after``; Nova acts at once, its
+          answer comes after the client gave up;
+        - reset before execution: ``reset``; Nova never sees it;
+        - reset after execution: ``reset`` with ``after``.
+        """
         rule = Injection(method, re.compile(path_regex), action, status,
-                         delay, times, after)
+                         delay, times, after, reset)
         with self._state.lock:
             self._state.injections.append(rule)
 

@@ -126,6 +126,8 @@ class Injection:
     delay: float
     remaining: int
     after: bool
+    # Drop the connection, answering nothing (before or after Nova acts).
+    reset: bool = False
 
     def matches(self, method: str, path: str, action: str | None) -> bool:
         if self.remaining <= 0:

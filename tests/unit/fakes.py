@@ -295,16 +295,16 @@ class MemoryNova:
         self._record("get_server", uuid)
         return self.servers[uuid].snapshot()
 
-    def lock(self, uuid: str, reason: str, unknown=None) -> None:
+    def lock(self, uuid: str, reason: str, in_flight=None) -> None:
         """Retried as the facade retries it; each error the test set up
-        that may have acted is told to ``unknown``."""
+        that may still reach Nova is told to ``in_flight``."""
         for attempt in range(self.retries + 1):
             try:
                 self._record("lock", uuid, reason)
                 break
             except exception.NovaError as exc:
-                if unknown is not None and exc.maybe_acted:
-                    unknown(exc)
+                if in_flight is not None and exc.in_flight:
+                    in_flight(exc)
                 if not exc.uncertain or attempt == self.retries:
                     raise
         server = self.servers[uuid]

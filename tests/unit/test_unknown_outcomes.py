@@ -67,13 +67,25 @@ def test_an_unknown_evacuate_is_sent_again_only_once_it_cannot_arrive():
     assert len(evacuations_of(nova, "a")) == 1
 
 
-def test_a_5xx_evacuate_is_decided_by_nova_and_the_window():
+def test_a_5xx_from_in_front_of_nova_is_decided_by_nova_and_the_window():
     nova, clock = cloud("a")
     nova.fail("evacuate", "a", exception.NovaError("busy", status=503))
     report = recover(nova, clock)
     assert report.instances[0].outcome is Outcome.RECOVERED
     assert len(sent(nova, "evacuate", "a")) == 2
     assert clock.t >= WINDOW
+
+
+def test_a_5xx_of_nova_itself_is_decided_at_once():
+    """With Nova's request id, the request ended in Nova: what Nova shows
+    now is final, and nothing is waited out."""
+    nova, clock = cloud("a")
+    nova.fail("evacuate", "a", exception.NovaError(
+        "busy", status=503, request_id="req-1"))
+    report = recover(nova, clock)
+    assert report.instances[0].outcome is Outcome.RECOVERED
+    assert len(sent(nova, "evacuate", "a")) == 2
+    assert clock.t < 10
 
 
 def test_an_evacuate_never_sent_is_sent_again_without_waiting():
