@@ -457,7 +457,7 @@ def _release_locks(ctx: HostContext) -> None:
                 RELEASE_LOCKS, StepState.RUNNING,
                 f"{len(uncertain)} lock(s) with an unknown outcome may "
                 f"still reach Nova: looking for them in {remaining:.0f}s")
-            _wait_unless_stopping(ctx, remaining)
+            locks.wait_out(env, last, f"{ctx.host}'s instances")
     try:
         left = [s for s in env.nova.list_locked_servers()
                 if s.id in results and s.locked_reason == settings.lock_reason]
@@ -495,19 +495,6 @@ def _release(ctx: HostContext, result: InstanceResult) -> None:
                 result.uuid)
     result.locked_by_us = False
     ctx.env.recorder.instance_changed(result)
-
-
-def _wait_unless_stopping(ctx: HostContext, seconds: float) -> None:
-    """Wait ``seconds``; raise ``Interrupted`` if the process starts
-    shutting down first (the journal keeps what is still uncertain)."""
-    try:
-        wait_for(ctx.env.stopping, what="the process to stop",
-                 timeout=seconds, interval=1.0, clock=ctx.env.clock)
-    except exception.WaitTimeout:
-        return
-    raise exception.Interrupted(
-        f"stopped while waiting for late locks on {ctx.host}'s "
-        f"instances; the wait resumes from the journal")
 
 
 def _recover_round(ctx: HostContext, servers: list[Server],

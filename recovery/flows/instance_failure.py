@@ -79,6 +79,9 @@ class RestartContext:
     locked_by_us: bool = False
     # An earlier attempt of this notification had Nova start the instance.
     started_before: bool = False
+    # When a lock of this run may still reach Nova (it timed out, or its
+    # connection dropped): looked for after the unlock.
+    lock_in_flight_at: datetime.datetime | None = None
 
     @property
     def nova(self):
@@ -130,7 +133,8 @@ class Lock(base.Step[RestartContext]):
             locks.keep_theirs(server)
             return (f"locked by someone else ({server.locked_reason!r}): "
                     f"that lock is kept")
-        ctx.nova.lock(ctx.uuid, reason)
+        ctx.nova.lock(ctx.uuid, reason, in_flight=lambda exc: setattr(
+            ctx, "lock_in_flight_at", ctx.env.clock.now()))
         ctx.locked_by_us = True
         return "locked"
 
@@ -332,4 +336,21 @@ def _unlock(ctx: RestartContext, failure: BaseException | None) -> None:
             f"{done}. The next attempt lifts the lock (or run 'openstack "
             f"server unlock {ctx.uuid}')") from exc
     ctx.locked_by_us = False
+    if ctx.lock_in_flight_at is not None:
+        _lift_late_lock(ctx)
     recorder.step_changed("unlock", StepState.SUCCESS, "unlocked")
+
+
+def _lift_late_lock(ctx: RestartContext) -> None:
+    """A lock of this run may reach Nova after the unlock: once it no
+    longer can, look, and lift it if it is recovery's."""
+    ctx.env.recorder.step_changed(
+        "unlock", StepState.RUNNING,
+        "a lock may still reach Nova: looking for it once it cannot")
+    locks.wait_out(ctx.env, ctx.lock_in_flight_at, f"instance {ctx.uuid}")
+    server = ctx.refresh()
+    reason = ctx.env.settings.instance_lock_reason
+    if locks.holder(server, reason) is locks.Holder.RECOVERY:
+        LOG.warning("Instance %s: a late lock of recovery's reached Nova "
+                    "after the unlock; lifting it", ctx.uuid)
+        ctx.nova.unlock(ctx.uuid)

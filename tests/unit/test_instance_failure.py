@@ -504,3 +504,27 @@ def test_the_options_reach_the_flows_with_their_defaults():
     settings = Settings.from_conf(conf)
     assert (settings.max_restarts_per_window,
             settings.process_disable_reason) == (5, "pf")
+
+
+def test_a_late_lock_is_lifted_once_it_can_no_longer_arrive(store, clock):
+    """The lock times out and is retried; the first one reaches Nova
+    after the unlock. The flow looks again once it cannot arrive."""
+    nova = nova_with(vm_state="stopped")
+    nova.clock = clock
+    nova.fail("lock", VM, exception.NovaUnreachable("timed out"))
+    nova.arrives(20, "lock", VM, reason=LOCK_REASON)
+    env, _ = restart(nova, store, clock)
+    assert not nova.servers[VM].locked
+    assert mutations(nova)[-1] == "unlock"
+    assert [c[0] for c in nova.calls].count("unlock") == 2
+    assert clock.t >= env.settings.late_request_window
+
+
+def test_a_late_lock_of_someone_else_is_kept(store, clock):
+    nova = nova_with(vm_state="stopped")
+    nova.clock = clock
+    nova.fail("lock", VM, exception.NovaUnreachable("timed out"))
+    nova.arrives(20, "lock", VM, reason="operator")
+    restart(nova, store, clock)
+    assert nova.servers[VM].locked_reason == "operator"
+    assert [c[0] for c in nova.calls].count("unlock") == 1
