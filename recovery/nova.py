@@ -16,7 +16,8 @@ Nova has offered 2.94 since the Zed release (2022).
 
 Retries: only calls that are safe to repeat are retried here (reads, and
 writes that set an absolute state). ``evacuate`` is never retried here;
-the flow retries it only after checking Nova did not act on it.
+the flow sends it again only once Nova shows it did not act on it and the
+first can no longer arrive (README, "Requests whose outcome is unknown").
 keystoneauth1's own connection retries are off, because they would also
 repeat a POST whose response was lost.
 """
