@@ -9,6 +9,7 @@ eventlet means changing this file only.
 
 import dataclasses
 import datetime
+import functools
 import os
 import time
 import warnings
@@ -104,9 +105,13 @@ class GreenTaskPool:
     def run(self, fn: Callable[[Any], Any],
             items: Iterable[Any]) -> list[TaskOutcome]:
         pool = eventlet.GreenPool(self.size)
-        # spawn() blocks while the pool is full, which is the bound.
-        spawned = [(item, pool.spawn(fn, item)) for item in items]
-        return [_outcome(item, thread.wait) for item, thread in spawned]
+        # spawn() blocks while the pool is full, which is the bound. The
+        # outcome is taken inside the green thread: an exception that
+        # left it would also reach eventlet's hub, which prints it to
+        # stderr as a raw traceback.
+        spawned = [pool.spawn(_outcome, item, functools.partial(fn, item))
+                   for item in items]
+        return [thread.wait() for thread in spawned]
 
 
 class ThreadTaskPool:

@@ -10,6 +10,7 @@ name), so every request is attributed.
 
 import collections
 import concurrent.futures
+import re
 import signal
 import time
 import urllib.error
@@ -170,6 +171,20 @@ def test_a_frozen_owner_that_wakes_up_sends_nothing(nova, cluster,
     assert_recovered_once(nova, uuids, done)
     late = sent_by(nova, victim, since=woke_at)
     assert late == [], [(r["method"], r["path"], r["action"]) for r in late]
+    # Awake, it says so once per instance it gave up, without a traceback.
+    wait_until(lambda: f"Notification {notification} interrupted"
+               in victim.log.read_text(), what="the frozen run's end")
+    victim.close()
+    log = victim.log.read_text()
+    for text in (log, victim.stderr()):
+        assert "Traceback" not in text, text
+    abandoned = collections.Counter(re.findall(
+        r"WARNING \S+ \[-\] Instance (\S+) abandoned: lease lost; the "
+        r"run resumes on the engine that owns it$", log, re.MULTILINE))
+    assert abandoned and set(abandoned.values()) == {1}, abandoned
+    unlocked = {uuid for r in sent_by(nova, victim) for uuid in uuids
+                if r["action"] == "unlock" and uuid in r["path"]}
+    assert set(uuids) - unlocked <= set(abandoned) <= set(uuids)
 
 
 def test_a_database_outage_stores_or_refuses_and_resumes(nova, cluster,

@@ -48,6 +48,19 @@ def test_pool_is_bounded_and_captures_errors(pool_class, yield_fn):
     assert str(failed[0].error) == "task 3 failed"
 
 
+@pytest.mark.parametrize("pool_class,yield_fn", [
+    (concurrency.ThreadTaskPool, lambda: threading.Event().wait(0.01)),
+    (concurrency.GreenTaskPool, lambda: eventlet.sleep(0)),
+])
+def test_a_failed_task_prints_no_traceback(pool_class, yield_fn, capfd):
+    """Its outcome carries the error; nothing reaches stderr (eventlet's
+    hub prints what leaves a green thread)."""
+    task, _ = _tracking(3, yield_fn)
+    outcomes = pool_class(3).run(task, range(5))
+    assert [o.item for o in outcomes if o.error is not None] == [3]
+    assert capfd.readouterr().err == ""
+
+
 def test_unpatched_process_gets_threads():
     assert isinstance(concurrency.task_pool(2), concurrency.ThreadTaskPool)
 
