@@ -3,6 +3,10 @@ one service, meant to run under systemd (``Type=notify``).
 
 - READY once the store is open and the API listens; STATUS says what the
   engine is doing; the watchdog is pinged from the main loop.
+- A server database that does not answer at start is waited for, without
+  listening: an attempt every ``[database] retry_interval``, up to
+  ``max_retries`` more, one log line and an EXTEND_TIMEOUT_USEC each;
+  then exit 75 (EX_TEMPFAIL).
 - SIGTERM (or Ctrl-C): take no new work, let runs in flight reach a
   journaled point (``[engine] graceful_shutdown_timeout``), stop the API,
   close the store, exit 0. A second SIGTERM exits at once with 1; the

@@ -134,8 +134,78 @@ def create_engine(options: Options) -> sa.engine.Engine:
 def cannot_open(url: sa.engine.URL, exc: Exception) -> exception.ConfigError:
     """The error for a store that cannot be opened (its password hidden)."""
     return exception.ConfigError(
-        f"cannot open the store {url.render_as_string()}: {exc}. Check "
-        f"[database] connection")
+        f"cannot open the store {_where(url)}: {driver_message(exc)}. "
+        f"Check [database] connection")
+
+
+# -- a server that does not answer -------------------------------------
+# PyMySQL's errors that say "not now": the server cannot be reached (2002,
+# 2003: refused, no route, unknown host), the connection broke (2006,
+# 2013), too many connections (1040), a Galera node not ready (1047), or
+# the server is shutting down (1053). Access denied (1045, 1698) or an
+# unknown database (1049) is the configuration: no retry mends it.
+_MYSQL_UNREACHABLE = frozenset({1040, 1047, 1053, 2002, 2003, 2006, 2013})
+# What a PostgreSQL server says, in a FATAL, when it is there but does
+# not take connections yet: starting, stopping, recovering, full. Any
+# other FATAL (password, role, database, pg_hba.conf) is the
+# configuration's.
+_PG_NOT_NOW = ("the database system is", "too many clients",
+               "connection slots are reserved")
+
+
+def _driver_error(exc: BaseException) -> BaseException:
+    """The driver's own exception under SQLAlchemy's and oslo.db's."""
+    inner = getattr(exc, "inner_exception", None) or exc
+    return getattr(inner, "orig", None) or inner
+
+
+def unreachable(exc: BaseException) -> bool:
+    """Whether connecting failed because the server is not there, or not
+    taking connections yet: a later attempt may work.
+
+    Decided here rather than by oslo.db, whose patterns know libpq's old
+    "could not connect to server" but not psycopg 3's "connection to
+    server at ... failed: Connection refused". psycopg 3 gives no SQLSTATE
+    for a failed connection, so its words decide: a failure without the
+    server's FATAL (refused, timed out, reset, a name that does not
+    resolve) or with a FATAL that says "not now"."""
+    error = _driver_error(exc)
+    if type(error).__module__.startswith("pymysql"):
+        return bool(error.args) and error.args[0] in _MYSQL_UNREACHABLE
+    # psycopg's OperationalError, or a subclass (ConnectionTimeout).
+    if not any(cls.__name__ == "OperationalError"
+               and cls.__module__.startswith("psycopg")
+               for cls in type(error).__mro__):
+        return False
+    text = str(error)
+    return "FATAL:" not in text or any(words in text
+                                       for words in _PG_NOT_NOW)
+
+
+def driver_message(exc: BaseException) -> str:
+    """The driver's words, on one line: ``Connection refused`` rather
+    than SQLAlchemy's dump of the statement and its documentation link."""
+    error = _driver_error(exc)
+    if (type(error).__module__.startswith("pymysql")
+            and len(error.args) == 2):
+        code, text = error.args
+        return f"{text} ({code})"
+    lines = str(error).strip().splitlines()
+    return lines[0].strip() if lines else repr(error)
+
+
+def unreachable_error(url: sa.engine.URL,
+                      exc: BaseException) -> exception.StoreUnavailable:
+    """The error for a server database that does not answer."""
+    return exception.StoreUnavailable(
+        f"the database {_where(url)} does not answer: "
+        f"{driver_message(exc)}")
+
+
+def _where(url: sa.engine.URL) -> str:
+    """The server and database, without the bounds added to the query
+    and without the password."""
+    return url.set(query={}).render_as_string()
 
 
 def _sqlite_engine(url: sa.engine.URL,
@@ -192,8 +262,10 @@ def _server_engine(url: sa.engine.URL,
         max_pool_size=options.max_pool_size,
         max_overflow=options.max_overflow,
         pool_timeout=options.pool_timeout,
-        max_retries=options.max_retries,
-        retry_interval=options.retry_interval)
+        # No connection here: the store's first statement is the first
+        # attempt, and open_conf_store retries it ([database]
+        # max_retries), where oslo.db would not know psycopg 3's errors.
+        max_retries=0)
     if url.get_backend_name() != "postgresql":
         _bound_mysql_waits(engine, timeout)
     return engine

@@ -17,10 +17,13 @@ the project's.
 """
 
 import dataclasses
+from collections.abc import Callable
 from typing import Any
 
 import sqlalchemy as sa
+from oslo_db import exception as db_exc
 
+from recovery import concurrency
 from recovery import exception
 from recovery.db import connection
 from recovery.db.claims import ClaimStore
@@ -41,12 +44,51 @@ class Store(ClaimStore, JournalStore, ControlStore, SegmentStore,
         self._engine.dispose()
 
 
-def open_conf_store(conf: Any, *, wait: bool = False) -> Store:
-    """The store ``[database]`` names. A command fails at once when a
-    server database does not answer; ``wait`` (the engine's start) takes
-    oslo.db's connect retries ([database] max_retries)."""
-    overrides = {} if wait else {"max_retries": 0}
-    return _open(connection.Options.from_conf(conf.database, **overrides))
+@dataclasses.dataclass(frozen=True)
+class Unreachable:
+    """One attempt to open the store that found its server not answering:
+    ``attempt`` of ``attempts`` (None: no limit), the next ``delay``
+    seconds later."""
+
+    attempt: int
+    attempts: int | None
+    delay: float
+    error: exception.StoreUnavailable
+
+
+def open_conf_store(conf: Any, *,
+                    on_unreachable: Callable[[Unreachable], None] | None
+                    = None,
+                    clock: concurrency.Clock | None = None) -> Store:
+    """The store ``[database]`` names. A server database that does not
+    answer raises StoreUnavailable: at once for a command; for the
+    engine's start (``on_unreachable``), after ``[database] max_retries``
+    more attempts (-1: no limit), ``retry_interval`` seconds apart, each
+    failed one reported to ``on_unreachable`` first."""
+    options = connection.Options.from_conf(conf.database)
+    retries = options.max_retries if on_unreachable is not None else 0
+    attempts = None if retries < 0 else retries + 1
+    clock = clock or concurrency.Clock()
+    started, attempt = clock.monotonic(), 1
+    while True:
+        try:
+            return _open(options)
+        except exception.StoreUnavailable as exc:
+            error = exc
+        # Outside the handler: a line logged in it would carry the
+        # exception a second time.
+        if attempt == 1 and on_unreachable is None:
+            raise error
+        if attempt == attempts:
+            raise exception.StoreUnavailable(
+                f"{error}; gave up after {attempt} attempts in "
+                f"{clock.monotonic() - started:.0f} s ([database] "
+                f"max_retries = {retries}, retry_interval = "
+                f"{options.retry_interval})") from error
+        on_unreachable(Unreachable(attempt, attempts,
+                                   options.retry_interval, error))
+        clock.sleep(options.retry_interval)
+        attempt += 1
 
 
 def open_store(url: str, *, upgrade: bool = False,
@@ -68,8 +110,10 @@ def _open(options: connection.Options, upgrade: bool = False) -> Store:
             connection.upgrade(engine)
         else:
             connection.check_schema(engine)
-    except sa.exc.SQLAlchemyError as exc:
+    except (sa.exc.SQLAlchemyError, db_exc.DBError) as exc:
         engine.dispose()
+        if connection.unreachable(exc):
+            raise connection.unreachable_error(engine.url, exc) from exc
         raise connection.cannot_open(engine.url, exc) from exc
     except exception.RecoveryError:
         engine.dispose()

@@ -11,6 +11,7 @@ import logging
 import os
 import signal
 import sys
+from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
 
@@ -24,6 +25,7 @@ from recovery.api import app
 from recovery.api import auth
 from recovery.db.claims import this_process
 from recovery.db.store import Store
+from recovery.db.store import Unreachable
 from recovery.db.store import open_conf_store
 from recovery.engine.service import Engine
 from recovery.engine.systemd import Notifier
@@ -33,6 +35,13 @@ from recovery.nova import load_nova
 
 LOG = logging.getLogger("recovery.engine")
 EXIT_OK, EXIT_FORCED, EXIT_CONFIG = 0, 1, 2
+# The database did not answer within [database] max_retries: sysexits.h's
+# EX_TEMPFAIL, "try again later" (systemd's Restart=on-failure does).
+EXIT_UNAVAILABLE = 75
+# How long one attempt to open the store may take past the wait before
+# it, in [database] statement_timeouts: the connect, then the schema's
+# check (a few reads), each bounded by it; then a margin in seconds.
+ATTEMPT_TIMEOUTS, ATTEMPT_MARGIN = 4, 30
 METRICS_PATH = "/metrics"
 
 
@@ -166,11 +175,31 @@ def load_conf(argv: list[str] | None) -> cfg.ConfigOpts:
     return conf
 
 
+def waiting_for_database(conf: cfg.ConfigOpts, notifier: Notifier
+                         ) -> Callable[[Unreachable], None]:
+    """What the start does after each attempt that found the database
+    not answering: one log line, and a STATUS that extends systemd's
+    start timeout past the next attempt."""
+    def report(failed: Unreachable) -> None:
+        of = f" of {failed.attempts}" if failed.attempts else ""
+        LOG.warning("Waiting for the database, attempt %d%s: %s. Next "
+                    "attempt in %g s; the API listens once it answers",
+                    failed.attempt, of, failed.error, failed.delay)
+        notifier.extend_timeout(
+            failed.delay + ATTEMPT_MARGIN
+            + ATTEMPT_TIMEOUTS * conf.database.statement_timeout,
+            f"waiting for the database: attempt {failed.attempt}{of} "
+            f"failed, next in {failed.delay:g} s")
+    return report
+
+
 def build(conf: cfg.ConfigOpts, notifier: Notifier) -> Server:
-    """Open the store and check the Nova config; a config error stops
-    here."""
+    """Open the store (waiting for a server database that does not answer
+    yet) and check the Nova config; a config error stops here."""
     clock = concurrency.Clock()
-    store = open_conf_store(conf, wait=True)
+    store = open_conf_store(
+        conf, on_unreachable=waiting_for_database(conf, notifier),
+        clock=clock)
     # One session and one rate limit for every recovery. The intake check
     # answers quickly, outside the queue.
     # Nova's logs tell which engine sent each request.
@@ -219,8 +248,18 @@ def main(argv: list[str] | None = None) -> int:
     try:
         build(conf, Notifier()).run()
     except exception.ConfigError as exc:
-        LOG.error("%s", exc)
-        print(f"recovery-engine: error: {exc}", file=sys.stderr)
-        return EXIT_CONFIG
-    LOG.info("Stopped")
-    return EXIT_OK
+        failure, status = exc, EXIT_CONFIG
+    except exception.StoreUnavailable as exc:
+        failure, status = exc, EXIT_UNAVAILABLE
+    except KeyboardInterrupt:
+        # Ctrl-C before the stop signals are handled (waiting for the
+        # database): nothing runs yet.
+        failure, status = "interrupted while starting", 130
+    else:
+        LOG.info("Stopped")
+        return EXIT_OK
+    # One line, outside the handler: a line logged in it would carry the
+    # exception a second time.
+    LOG.error("%s", failure)
+    print(f"recovery-engine: error: {failure}", file=sys.stderr)
+    return status

@@ -1,4 +1,5 @@
-"""The systemd notify protocol (sd_notify): READY, STATUS, WATCHDOG.
+"""The systemd notify protocol (sd_notify): READY, STATUS, WATCHDOG,
+EXTEND_TIMEOUT_USEC.
 
 A datagram to the socket named by NOTIFY_SOCKET; without it (not run by
 systemd) every call does nothing.
@@ -43,6 +44,12 @@ class Notifier:
 
     def status(self, status: str) -> None:
         self.notify(status=status)
+
+    def extend_timeout(self, seconds: float, status: str) -> None:
+        """Still starting: systemd waits ``seconds`` more for the next
+        message, whatever the unit's start timeout (systemd 236+)."""
+        self.notify(extend_timeout_usec=str(round(seconds * 1e6)),
+                    status=status)
 
     def watchdog(self) -> None:
         self.notify(watchdog="1")

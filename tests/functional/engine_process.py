@@ -69,7 +69,10 @@ class EngineProcess:
             f"graceful_shutdown_timeout = 20\n{extra}")
 
     # -- process -----------------------------------------------------------
-    def start(self, watchdog_usec: int | None = None) -> None:
+    def start(self, watchdog_usec: int | None = None,
+              ready_timeout: float | None = 30.0) -> None:
+        """Start it and wait ``ready_timeout`` seconds for READY=1 (None:
+        do not wait; then ``wait_ready``)."""
         env = {**os.environ, "NOTIFY_SOCKET": self.notify_path,
                "PYTHONWARNINGS": "ignore"}
         if watchdog_usec:
@@ -78,9 +81,15 @@ class EngineProcess:
             [sys.executable, "-m", "recovery.cmd.engine", "--config-file",
              str(self.config)], env=env, stdout=subprocess.DEVNULL,
             stderr=open(self.workdir / "stderr.log", "ab"))
+        if ready_timeout is not None:
+            self.wait_ready(ready_timeout)
+
+    def wait_ready(self, timeout: float = 30.0) -> dict[str, str]:
+        """READY=1, once the engine sends it; its API port is then known."""
         ready = self.wait_message(lambda m: m.get("READY") == "1",
-                                  what="READY=1")
+                                  timeout=timeout, what="READY=1")
         self.port = int(ready["STATUS"].rsplit(":", 1)[1])
+        return ready
 
     @property
     def owner(self) -> str:
