@@ -1,11 +1,16 @@
 """Who runs which notification: claims and their leases.
 
 A claim is a compare-and-swap on the notification's version, made under
-the "claims" row lock (SQLite: its write lock), so a notification never
+the "claims" lock (SQLite: its write lock), so a notification never
 runs twice and a host never has two live runs, however many engines
-share the database. A run is abandoned when its lease expired by the
-database's clock, or when its owner was a process of this machine that
-has exited; another engine, or the CLI, then resumes it from the journal.
+share the database, and whichever nodes of a Galera cluster they write
+to: on MariaDB/MySQL the lock is also a write that Galera certifies, so
+of two claims made at once on two nodes one fails with a deadlock and
+is tried again, and then sees the other's.
+
+A run is abandoned when its lease expired by the database's clock, or
+when its owner was a process of this machine that has exited; another
+engine, or the CLI, then resumes it from the journal.
 
 The version a run was taken at is its fencing token: only a take changes
 it while the notification runs. Every write a holder makes for its run
@@ -19,11 +24,15 @@ import dataclasses
 import datetime
 import os
 import socket
+import time
 import uuid as uuidlib
+from collections.abc import Callable
 from collections.abc import Iterator
 from typing import Any
+from typing import TypeVar
 
 import sqlalchemy as sa
+from oslo_db import exception as db_exc
 
 from recovery import exception
 from recovery.db import events
@@ -41,6 +50,8 @@ from recovery.notification import Status
 # The command that runs each kind of host run by hand.
 _COMMANDS = {Kind.HOST_FAILURE: "host-failure",
              Kind.HOST_RETURN: "host-return"}
+
+_T = TypeVar("_T")
 
 
 def this_process() -> str:
@@ -83,10 +94,58 @@ def _later(now: datetime.datetime, seconds: float) -> datetime.datetime:
     return now + datetime.timedelta(seconds=seconds)
 
 
+# A row that no transaction leaves behind: written and deleted by each
+# claim, so that Galera certifies claims against each other.
+_CERTIFIED = "claims:certified"
+# How many times a claim that lost a deadlock (a Galera certification
+# conflict among them) is tried again, and the pause before each try.
+CONFLICT_RETRIES = 4
+CONFLICT_PAUSE = 0.05
+
+
 def lock_claims(conn: Any) -> None:
-    """Serialize claims across engines until the transaction ends."""
+    """Serialize claims across engines until the transaction ends.
+
+    The row lock serializes the claims made through one server. On a
+    Galera cluster that is all it does: a row lock is held on the node
+    that took it, and Galera certifies writes only, never a read, locking
+    or not. So a claim also writes: it inserts and deletes a row of its
+    own, which every claim's write set then names, and of two claims
+    made at once on two nodes, the second to be certified fails with a
+    deadlock (error 1213) and is rolled back. (An ``UPDATE`` that writes
+    a row's own values back is no write to Galera: nothing changes, and
+    nothing is certified.) Elsewhere the row lock is the whole story.
+    """
     conn.execute(sa.select(locks.c.name).where(
         locks.c.name == "claims").with_for_update())
+    if conn.dialect.name in ("mysql", "mariadb"):
+        conn.execute(locks.insert().values(name=_CERTIFIED))
+        conn.execute(locks.delete().where(locks.c.name == _CERTIFIED))
+
+
+def _lost_conflict(exc: exception.StoreError) -> bool:
+    """``exc`` (from ``_tx``) is a deadlock: the transaction was rolled
+    back, nothing of it is written, and trying it again is safe."""
+    cause = exc.__cause__
+    if isinstance(cause, db_exc.DBDeadlock):
+        return True
+    orig = getattr(cause, "orig", None)
+    return bool(getattr(orig, "args", None)) and orig.args[0] == 1213
+
+
+def retry_conflicts(claim: Callable[[], _T]) -> _T:
+    """``claim()``, tried again (up to ``CONFLICT_RETRIES`` times) while it
+    loses a deadlock to another claim; after that, its StoreUnavailable.
+    The try after a lost conflict reads what the winner wrote, so it
+    mostly finds the work taken and says so, as on one server."""
+    for attempt in range(CONFLICT_RETRIES):
+        try:
+            return claim()
+        except exception.StoreUnavailable as exc:
+            if not _lost_conflict(exc):
+                raise
+            time.sleep(CONFLICT_PAUSE * (attempt + 1))
+    return claim()
 
 
 # Built once: it runs in the transaction of every write a holder makes,
@@ -206,6 +265,12 @@ class ClaimStore(NotificationStore):
         another process changed it first, if another live run now holds
         its host, or if it would start a host recovery beyond ``window``
         (at most that many starts in that many seconds)."""
+        return retry_conflicts(
+            lambda: self._take_under_lock(item, owner, lease, window))
+
+    def _take_under_lock(self, item: Notification, owner: str,
+                         lease: float, window: tuple[int, float] | None
+                         ) -> Notification | None:
         with self._tx() as conn:
             lock_claims(conn)
             now = self.lease_clock(conn)
@@ -230,6 +295,11 @@ class ClaimStore(NotificationStore):
         the reason, for ``delay`` seconds. False if it changed
         meanwhile. ``event`` is recorded unless it is what the
         notification's last event says already."""
+        return retry_conflicts(
+            lambda: self._hold_once(item, message, delay, event))
+
+    def _hold_once(self, item: Notification, message: str, delay: float,
+                   event: Decision | None) -> bool:
         with self._tx() as conn:
             now = self.lease_clock(conn)
             done = conn.execute(notifications.update().where(
@@ -264,7 +334,14 @@ class ClaimStore(NotificationStore):
         one (returned with True), or record a new one. Raise
         ``RecoveryInProgress`` if a live process is recovering the host.
         The claim's event names ``actor`` (the operator), or ``owner``."""
-        actor = actor or owner
+        return retry_conflicts(lambda: self._claim_host_under_lock(
+            hostname=hostname, kind=kind, owner=owner, lease=lease,
+            payload=payload, actor=actor or owner))
+
+    def _claim_host_under_lock(self, *, hostname: str, kind: Kind,
+                               owner: str, lease: float,
+                               payload: dict[str, Any], actor: str
+                               ) -> tuple[Notification, bool]:
         with self._tx() as conn:
             lock_claims(conn)
             now = self.lease_clock(conn)
