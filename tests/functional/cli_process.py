@@ -23,7 +23,10 @@ def write_config(tmp_path, nova, threads=3, retries=3, poll_interval=0.05,
         f"[nova]\nauth_type = admin_token\nendpoint = {nova.endpoint}\n"
         f"placement_endpoint_override = {endpoint_for(nova.endpoint)}\n"
         f"token = admin:admin:admin\ntimeout = 5\n"
-        f"api_retries = {retries}\n\n"
+        f"api_retries = {retries}\n"
+        # No load balancer queues requests here: a request may reach Nova
+        # at most 1 s past its timeout.
+        f"late_request_margin = 1\n\n"
         f"[database]\nconnection = sqlite:///{tmp_path}/recovery.sqlite\n")
     return str(path)
 

@@ -61,7 +61,10 @@ class EngineProcess:
             f"[safety]\nservice_down_time = 3\n\n"
             f"[nova]\nauth_type = admin_token\nendpoint = {endpoint}\n"
             f"placement_endpoint_override = {endpoint_for(endpoint)}\n"
-            f"token = admin:admin:admin\ntimeout = 5\n\n"
+            f"token = admin:admin:admin\ntimeout = 5\n"
+            # No load balancer queues requests here: a request may reach
+            # Nova at most 1 s past its timeout.
+            f"late_request_margin = 1\n\n"
             f"[database]\nconnection = {self.database}\n\n"
             f"[api]\nauth_strategy = noauth\nport = 0\n\n"
             f"[engine]\nretry_backoff = 0.2\n"

@@ -47,8 +47,8 @@ def recover(fake, tmp_path):
     with open(config) as f:
         text = f.read()
     with open(config, "w") as f:
-        f.write(text.replace("timeout = 5\n",
-                             "timeout = 1\nlate_request_margin = 5\n"))
+        f.write(text.replace("timeout = 5\n", "timeout = 1\n").replace(
+            "late_request_margin = 1\n", "late_request_margin = 5\n"))
     proc = run_cli(config, "host-failure", FAILED, "--format", "json")
     report = json.loads(proc.stdout)
     return proc, {r["uuid"]: r for r in report["instances"]}
