@@ -2,7 +2,8 @@
 
     python -m benchmarks.run          (or: tox -e bench)
 
-Needs the ``integration`` extra (the real Nova of benchmark 1). Each
+Needs the ``integration`` extra (the real Nova of benchmark 1). The soak
+(benchmarks/soak.py) alone takes 15-25 minutes. Each
 benchmark also prints its own table and writes benchmarks/results/*.json.
 """
 
@@ -11,6 +12,7 @@ from benchmarks import latency
 from benchmarks import metrics
 from benchmarks import rack
 from benchmarks import scale
+from benchmarks import soak
 from benchmarks import startup
 from benchmarks import store
 from benchmarks import ttr
@@ -25,6 +27,7 @@ def main() -> None:
     detector_data = detector.main()
     metrics_data = metrics.main()
     startup_data = startup.main()
+    soak_data = soak.main()
     rows = []
     for run in ttr_data.values():
         label = f"real Nova, {run['instances']} instances, T={run['threads']}"
@@ -71,6 +74,14 @@ def main() -> None:
     rows += [(f"store time per instance, {backend} (ms)",
               data["ms_per_instance"], "report")
              for backend, data in store_data.items()]
+    soak_totals = soak_data["totals"]
+    rows += [
+        (f"soak, {soak_totals['runs']} seeded fault runs: left locked",
+         soak_totals["locked"], "0"),
+        ("  evacuated twice", soak_totals["twice"], "0"),
+        ("  failed instances", soak_totals["failed"], "report"),
+        ("  minutes", soak_data["minutes"], "< 25"),
+    ]
     print("\n== Summary")
     for metric, value, target in rows:
         print(f"  {metric:<56} {value:>8.3g}   target {target}")
