@@ -3,7 +3,7 @@
     python -m benchmarks.run          (or: tox -e bench)
 
 Needs the ``integration`` extra (the real Nova of benchmark 1). The soak
-(benchmarks/soak.py) alone takes 15-25 minutes. Each
+(benchmarks/soak.py) alone takes about 22 minutes. Each
 benchmark also prints its own table and writes benchmarks/results/*.json.
 """
 
