@@ -442,12 +442,15 @@ def _release_locks(ctx: HostContext) -> None:
     one of the run's instances (an unlock that failed, a lock an earlier
     run left), and, when a lock's outcome was unknown, only once that
     lock can no longer reach Nova: a lock held in a load balancer may be
-    delivered after the unlock. One listing of the locked instances;
-    a lock with any other reason is never lifted."""
+    delivered after the unlock. One listing of the locked instances; a
+    lock with any other reason is never lifted. An instance whose unlock
+    failed is reported left locked only if the lock is still there and
+    cannot be lifted now either."""
     env, settings = ctx.env, ctx.env.settings
     results = {r.uuid: r for r in ctx.report.instances}
     uncertain = [r for r in results.values()
                  if r.lock_uncertain_at is not None]
+    held = [r for r in results.values() if r.locked_by_us]
     if uncertain:
         last = max(r.lock_uncertain_at for r in uncertain)
         remaining = (settings.late_request_window
@@ -459,11 +462,13 @@ def _release_locks(ctx: HostContext) -> None:
                 f"still reach Nova: looking for them in {remaining:.0f}s")
             locks.wait_out(env, last, f"{ctx.host}'s instances")
     try:
-        left = [s for s in env.nova.list_locked_servers()
-                if s.id in results and s.locked_reason == settings.lock_reason]
+        left = {s.id for s in env.nova.list_locked_servers()
+                if s.id in results and s.locked_reason == settings.lock_reason}
     except exception.NovaError as exc:
         LOG.error("%s: could not look for recovery's locks left on its "
                   "instances: %s", ctx.host, exc)
+        for result in held:
+            _left_locked(ctx, result, f"its lock could not be checked: {exc}")
         env.recorder.step_changed(
             RELEASE_LOCKS, StepState.FAILURE,
             f"could not look for recovery's locks: {exc}; list them with "
@@ -472,8 +477,14 @@ def _release_locks(ctx: HostContext) -> None:
     for result in uncertain:
         result.lock_uncertain_at = None
         env.recorder.instance_changed(result)
-    for server in left:
-        _release(ctx, results[server.id])
+    for uuid in sorted(left):
+        _release(ctx, results[uuid])
+    for result in held:
+        if result.uuid not in left:
+            # Its unlock reached Nova after all (its answer was lost), or
+            # someone lifted the lock.
+            result.locked_by_us = False
+            env.recorder.instance_changed(result)
     if uncertain or left:
         env.recorder.step_changed(
             RELEASE_LOCKS, StepState.SUCCESS,
@@ -487,14 +498,22 @@ def _release(ctx: HostContext, result: InstanceResult) -> None:
     except exception.STOPS_THE_RUN:
         raise
     except exception.RecoveryError as exc:
-        reason = f"left locked, unlock failed: {exc}"
-        _settle(ctx, result, Outcome.FAILED,
-                f"{result.reason}; {reason}" if result.reason else reason)
+        _left_locked(ctx, result, f"unlock failed: {exc}")
         return
     LOG.warning("Instance %s: recovery's lock was still on it; lifted",
                 result.uuid)
     result.locked_by_us = False
     ctx.env.recorder.instance_changed(result)
+
+
+def _left_locked(ctx: HostContext, result: InstanceResult, why: str) -> None:
+    """The instance keeps recovery's lock: a failure of the run, which a
+    retry (or 'openstack server unlock') lifts."""
+    LOG.error("Instance %s (%s) left locked: %s", result.uuid, result.name,
+              why)
+    reason = f"left locked, {why}"
+    _settle(ctx, result, Outcome.FAILED,
+            f"{result.reason}; {reason}" if result.reason else reason)
 
 
 def _recover_round(ctx: HostContext, servers: list[Server],

@@ -95,7 +95,9 @@ def test_an_unlock_that_fails_after_the_outcome_is_told_again(store,
     nova = MemoryNova()
     nova.add_service(HOST, state="down")
     nova.add_server("a")
-    nova.fail("unlock", "a", exception.NovaError("Nova is down"))
+    # Once by the instance, once by the run's lock sweep.
+    down = exception.NovaError("Nova is down")
+    nova.fail("unlock", "a", down, down)
     taken, recorder = held_run(store, clock, notify(store, clock))
     hf.recover_host(make_env(nova, clock, recorder=recorder), HOST,
                     pool_factory=SyncPool)

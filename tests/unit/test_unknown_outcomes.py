@@ -189,4 +189,34 @@ def test_every_run_ends_with_a_sweep_of_its_locks():
     assert not nova.servers["a"].locked
     assert report.instances[0].locked_by_us is False
     assert [c[0] for c in nova.calls].count("unlock") == 2
+    assert report.instances[0].outcome is Outcome.RECOVERED
     assert clock.t < 10
+
+
+def test_an_instance_is_reported_left_locked_only_if_it_is():
+    nova, clock = cloud("a", "b")
+    down = exception.NovaUnreachable("down")
+    nova.fail("unlock", "a", down, down)
+    report = recover(nova, clock)
+    a, b = sorted(report.instances, key=lambda r: r.uuid)
+    assert a.outcome is Outcome.FAILED and a.locked_by_us
+    assert a.reason == "left locked, unlock failed: down"
+    assert nova.servers["a"].locked
+    assert b.outcome is Outcome.RECOVERED and not nova.servers["b"].locked
+
+
+def test_an_unlock_whose_answer_was_lost_is_not_reported_left_locked():
+    """The unlock reached Nova; its answer did not come back."""
+    nova, clock = cloud("a")
+    original = nova.unlock
+
+    def unlock_then_drop(uuid):
+        original(uuid)
+        raise exception.NovaUnreachable("connection reset")
+
+    nova.unlock = unlock_then_drop
+    report = recover(nova, clock)
+    [result] = report.instances
+    assert result.outcome is Outcome.RECOVERED
+    assert not result.locked_by_us
+    assert not nova.servers["a"].locked
