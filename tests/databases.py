@@ -68,11 +68,12 @@ class Server:
                     "WHERE datname = :name AND pid <> pg_backend_pid()"),
                     {"name": name})
             else:
-                _kill_mysql_sessions(conn, name)
+                kill_mysql_sessions(conn, name)
             conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
 
 
-def _kill_mysql_sessions(conn: sa.engine.Connection, name: str) -> None:
+def kill_mysql_sessions(conn: sa.engine.Connection, name: str) -> None:
+    """End every session on database ``name`` but this one."""
     sessions = conn.execute(sa.text(
         "SELECT id FROM information_schema.processlist "
         "WHERE db = :name AND id <> CONNECTION_ID()"), {"name": name})

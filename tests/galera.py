@@ -30,6 +30,7 @@ import pytest
 import sqlalchemy as sa
 
 from tests.databases import _skip_or_fail
+from tests.databases import kill_mysql_sessions
 
 PROVIDER = "/usr/lib/galera/libgalera_smm.so"
 MARIADBD = "/usr/sbin/mariadbd"
@@ -318,20 +319,9 @@ class GaleraCluster:
                 engine.dispose()
                 engine = live.admin()
                 with engine.connect() as conn:
-                    _end_sessions(conn, name)
+                    kill_mysql_sessions(conn, name)
                     conn.exec_driver_sql(f"DROP DATABASE IF EXISTS {name}")
             engine.dispose()
-
-
-def _end_sessions(conn: sa.engine.Connection, name: str) -> None:
-    sessions = conn.execute(sa.text(
-        "SELECT id FROM information_schema.processlist "
-        "WHERE db = :name AND id <> CONNECTION_ID()"), {"name": name})
-    for (session,) in sessions.all():
-        try:
-            conn.exec_driver_sql(f"KILL {int(session)}")
-        except sa.exc.DBAPIError:
-            pass  # it ended meanwhile
 
 
 def _missing() -> str | None:

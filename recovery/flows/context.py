@@ -1,6 +1,7 @@
 """What every step of a host recovery shares."""
 
 import dataclasses
+import datetime
 from collections.abc import Callable
 
 from oslo_config import cfg
@@ -100,3 +101,10 @@ class Env:
     recorder: Recorder
     watcher: EvacuationWatcher
     stopping: Callable[[], bool] = _never
+
+    def late_request_left(self, sent: datetime.datetime) -> float:
+        """Seconds during which a request sent at ``sent``, whose outcome
+        is unknown, may still reach Nova (``late_request_window`` after
+        it); zero or less once it cannot."""
+        return (self.settings.late_request_window
+                - (self.clock.now() - sent).total_seconds())

@@ -453,8 +453,7 @@ def _release_locks(ctx: HostContext) -> None:
     held = [r for r in results.values() if r.locked_by_us]
     if uncertain:
         last = max(r.lock_uncertain_at for r in uncertain)
-        remaining = (settings.late_request_window
-                     - (env.clock.now() - last).total_seconds())
+        remaining = env.late_request_left(last)
         if remaining > 0:
             env.recorder.step_changed(
                 RELEASE_LOCKS, StepState.RUNNING,

@@ -214,8 +214,7 @@ class InstanceRecovery:
         if sent is None:
             # A journal entry from before 0011: when is not known.
             sent = self.result.evacuate_sent_at = clock.now()
-        window = settings.late_request_window
-        remaining = window - (clock.now() - sent).total_seconds()
+        remaining = self.env.late_request_left(sent)
         sign = self._sign_of_evacuation()
         if sign is not None or remaining <= 0:
             return sign
@@ -228,7 +227,8 @@ class InstanceRecovery:
                 self._sign_of_evacuation,
                 what=f"a sign of the evacuate of {self.result.uuid}",
                 timeout=remaining,
-                interval=max(settings.poll_interval, window / 10),
+                interval=max(settings.poll_interval,
+                             settings.late_request_window / 10),
                 clock=clock)
         except exception.WaitTimeout:
             return None

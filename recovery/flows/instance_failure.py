@@ -87,6 +87,10 @@ class RestartContext:
     def nova(self):
         return self.env.nova
 
+    def lock_in_flight(self, error: exception.NovaError) -> None:
+        """A lock attempt that may still reach Nova (``error``)."""
+        self.lock_in_flight_at = self.env.clock.now()
+
     def refresh(self) -> Server:
         self.server = self.nova.get_server(self.uuid)
         return self.server
@@ -133,8 +137,7 @@ class Lock(base.Step[RestartContext]):
             locks.keep_theirs(server)
             return (f"locked by someone else ({server.locked_reason!r}): "
                     f"that lock is kept")
-        ctx.nova.lock(ctx.uuid, reason, in_flight=lambda exc: setattr(
-            ctx, "lock_in_flight_at", ctx.env.clock.now()))
+        ctx.nova.lock(ctx.uuid, reason, in_flight=ctx.lock_in_flight)
         ctx.locked_by_us = True
         return "locked"
 

@@ -53,8 +53,7 @@ def wait_out(env: Env, since: datetime.datetime, what: str) -> None:
     (``late_request_window`` after it); ``Interrupted`` if the process
     starts shutting down first (what is uncertain stays recorded, and
     the run that resumes waits the rest)."""
-    remaining = (env.settings.late_request_window
-                 - (env.clock.now() - since).total_seconds())
+    remaining = env.late_request_left(since)
     if remaining <= 0:
         return
     try:
