@@ -15,7 +15,6 @@ from tests.fakenova import views
 from tests.fakenova.app import NovaApp
 from tests.fakenova.state import Injection
 from tests.fakenova.state import State
-from tests.fakenova.state import utcnow
 
 EVACUATION_OUTCOMES = (None, "ok", "error", "hang")
 
@@ -48,8 +47,19 @@ class FakeNova:
     """A fake Nova compute API on 127.0.0.1 with a Python control API."""
 
     def __init__(self, evacuation_latency: float = 0.05,
-                 host_move_lag: float = 0.0, max_limit: int = 1000) -> None:
-        self._state = State(evacuation_latency, host_move_lag, max_limit)
+                 host_move_lag: float = 0.0, max_limit: int = 1000,
+                 report_interval: float = 0.0,
+                 service_down_time: float = 60.0) -> None:
+        """``report_interval`` > 0: each service heartbeats as Nova's do,
+        every ``report_interval`` seconds at its own phase (``updated_at``
+        is its last heartbeat), and is down once that is older than
+        ``service_down_time``. 0 (the default): ``updated_at`` is now
+        while it runs, and a failed host is down at once."""
+        if report_interval < 0 or service_down_time < 0:
+            raise ValueError("report_interval and service_down_time are "
+                             "seconds, >= 0")
+        self._state = State(evacuation_latency, host_move_lag, max_limit,
+                            report_interval, service_down_time)
         self._httpd: _ThreadingWSGIServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -132,12 +142,11 @@ class FakeNova:
 
     # -- host failures ---------------------------------------------------
     def fail_host(self, host: str) -> None:
-        """Heartbeats stop: the service is reported down at once."""
+        """Heartbeats stop: the service is reported down at once, or
+        (report_interval) once its last heartbeat is service_down_time
+        old."""
         with self._state.lock:
-            service = self._compute(host)
-            if service.running:
-                service.running = False
-                service.last_seen = utcnow()
+            self._compute(host).stop_heartbeats()
 
     def restore_host(self, host: str) -> None:
         """nova-compute restarts: heartbeats again, evacuated guests are
@@ -145,8 +154,7 @@ class FakeNova:
         COMPUTE_STATUS_DISABLED trait is synchronised."""
         with self._state.lock:
             service = self._compute(host)
-            service.running = True
-            service.last_seen = utcnow()
+            service.start_heartbeats()
             service.trait_disabled = service.disabled
             for migration in self._state.migrations:
                 if (migration.source_compute == host

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import datetime
 import itertools
+import random
 import re
 import threading
 import time
@@ -77,15 +78,46 @@ class Service:
     # How many instances the host holds (placement's inventory); None:
     # unlimited. The scheduler refuses a full host (NoValidHost).
     capacity: int | None = None
+    # Heartbeats as Nova's (report_interval > 0): one every
+    # report_interval seconds from beat_epoch on, while running; up while
+    # the last one is at most service_down_time old. 0: updated_at is
+    # always now while running, and a stopped service is down at once.
+    report_interval: float = 0.0
+    service_down_time: float = 0.0
+    beat_epoch: datetime.datetime | None = None
 
     @property
     def up(self) -> bool:
         """servicegroup service_is_up(): heartbeats and not forced down."""
-        return self.running and not self.forced_down
+        if self.forced_down:
+            return False
+        if not self.report_interval:
+            return self.running
+        age = (utcnow() - self.updated_at).total_seconds()
+        return age <= self.service_down_time
 
     @property
     def updated_at(self) -> datetime.datetime:
-        return utcnow() if self.running else self.last_seen
+        """The last heartbeat."""
+        if not self.running:
+            return self.last_seen
+        now = utcnow()
+        if not self.report_interval or self.beat_epoch is None:
+            return now
+        beats = (now - self.beat_epoch).total_seconds() // self.report_interval
+        return self.beat_epoch + datetime.timedelta(
+            seconds=beats * self.report_interval)
+
+    def stop_heartbeats(self) -> None:
+        if self.running:
+            self.last_seen = self.updated_at
+            self.running = False
+
+    def start_heartbeats(self) -> None:
+        """nova-compute (re)starts: a heartbeat now, then one every
+        report_interval."""
+        self.running = True
+        self.last_seen = self.beat_epoch = utcnow()
 
 
 @dataclasses.dataclass
@@ -143,8 +175,12 @@ class State:
     """Servers, services, migrations, aggregates and the call records."""
 
     def __init__(self, evacuation_latency: float,
-                 host_move_lag: float, max_limit: int) -> None:
+                 host_move_lag: float, max_limit: int,
+                 report_interval: float = 0.0,
+                 service_down_time: float = 0.0) -> None:
         self.lock = threading.RLock()
+        self.report_interval = report_interval
+        self.service_down_time = service_down_time
         self.stopping = threading.Event()
         self.evacuation_latency = evacuation_latency
         self.host_move_lag = host_move_lag
@@ -196,10 +232,18 @@ class State:
 
     def _new_service(self, host: str, binary: str, zone: str) -> Service:
         ident = self.next_id()
+        now = utcnow()
+        # Each service heartbeats at its own phase, the same every run.
+        phase = random.Random(f"{host} {binary}").random()
+        epoch = now - datetime.timedelta(
+            seconds=phase * self.report_interval)
         return Service(str(uuid.uuid4()), ident, host, binary, zone,
                        running=True, disabled=False, disabled_reason=None,
                        forced_down=False, trait_disabled=False,
-                       last_seen=utcnow(), ip=f"192.0.2.{ident % 250 + 1}")
+                       last_seen=now, ip=f"192.0.2.{ident % 250 + 1}",
+                       report_interval=self.report_interval,
+                       service_down_time=self.service_down_time,
+                       beat_epoch=epoch)
 
     def add_compute(self, host: str, up: bool, status: str,
                     forced_down: bool, disabled_reason: str | None,
@@ -211,6 +255,10 @@ class State:
                 raise ValueError(f"compute {host} already exists")
             service = self._new_service(host, "nova-compute", "nova")
             service.running = up
+            if not up and self.report_interval:
+                # Its heartbeats stopped long ago: down from the start.
+                service.last_seen -= datetime.timedelta(
+                    seconds=self.service_down_time + self.report_interval)
             service.forced_down = forced_down
             service.disabled = status == "disabled"
             service.trait_disabled = service.disabled

@@ -17,6 +17,7 @@ from novaclient import client as nova_client
 from novaclient import exceptions as nova_exc
 
 from tests.fakenova import FakeNova
+from tests.fakenova.state import utcnow
 
 ADMIN = "admin:admin:admin"
 OWNER = "demo-user:demo:member"
@@ -469,6 +470,59 @@ def test_enable_while_down_keeps_placement_trait(fake: FakeNova,
     nova.servers.evacuate(uuid, host="c3")
     wait_for(lambda: fake.server(uuid)["vm_state"] == "error")
     assert fake.migrations()[0]["status"] == "error"
+
+
+def test_heartbeats_like_novas_with_a_report_interval() -> None:
+    """report_interval: updated_at is each compute's last heartbeat, at
+    its own phase; a failed host stays up until service_down_time."""
+    interval, down_time = 0.2, 0.6
+
+    with FakeNova(report_interval=interval,
+                  service_down_time=down_time) as fake:
+        for host in ("c1", "c2", "c3"):
+            fake.add_compute(host)
+        nova = make_client(fake)
+
+        def computes() -> dict[str, tuple[str, datetime.datetime]]:
+            return {s.host: (s.state, datetime.datetime.strptime(
+                s.updated_at, "%Y-%m-%dT%H:%M:%S.%f"))
+                for s in nova.services.list(binary="nova-compute")}
+
+        beats: dict[str, set[datetime.datetime]] = {}
+        deadline = time.monotonic() + 3 * interval
+        while time.monotonic() < deadline:
+            for host, (state, updated) in computes().items():
+                age = (utcnow() - updated).total_seconds()
+                assert state == "up" and 0 <= age < interval + 0.05, age
+                beats.setdefault(host, set()).add(updated)
+            time.sleep(interval / 8)
+        for seen in beats.values():
+            ordered = sorted(seen)
+            steps = {round((ordered[n] - ordered[n - 1]).total_seconds(), 3)
+                     for n in range(1, len(ordered))}
+            assert len(seen) >= 3 and steps == {interval}, seen
+        phases = {round(min(seen).timestamp() % interval, 3)
+                  for seen in beats.values()}
+        assert len(phases) == 3, phases
+
+        last = computes()["c1"][1]
+        fake.fail_host("c1")
+        frozen = computes()["c1"][1]
+        assert frozen in (last, last + datetime.timedelta(seconds=interval))
+        state, updated = computes()["c1"]
+        assert (state, updated) == ("up", frozen)
+        wait_for(lambda: computes()["c1"][0] == "down", timeout=2)
+        assert (utcnow() - frozen).total_seconds() > down_time
+        assert computes()["c1"][1] == frozen
+        assert computes()["c2"][0] == "up"
+
+        nova.services.force_down(fake.service("c2")["id"], True)
+        assert computes()["c2"][0] == "down"  # forced: at once
+
+        fake.restore_host("c1")
+        state, updated = computes()["c1"]
+        assert state == "up" and (utcnow() - updated).total_seconds() < (
+            interval)
 
 
 # -- migrations and aggregates ---------------------------------------------
