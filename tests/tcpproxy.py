@@ -16,8 +16,12 @@ REBIND_TIMEOUT = 5.0
 
 
 class TcpProxy:
-    def __init__(self, target_host: str, target_port: int) -> None:
+    def __init__(self, target_host: str, target_port: int,
+                 listen_host: str = "127.0.0.1") -> None:
+        """Forward connections to ``listen_host`` (a free port) to the
+        target."""
         self.target = (target_host, target_port)
+        self.listen_host = listen_host
         self.port = 0
         self._lock = threading.Lock()
         self._open: set[socket.socket] = set()
@@ -65,13 +69,14 @@ class TcpProxy:
         deadline = time.monotonic() + REBIND_TIMEOUT
         while True:
             try:
-                listener.bind(("127.0.0.1", self.port))
+                listener.bind((self.listen_host, self.port))
                 break
             except OSError as exc:
                 if time.monotonic() > deadline:
                     listener.close()
                     raise RuntimeError(
-                        f"cannot listen on 127.0.0.1:{self.port} again: "
+                        f"cannot listen on {self.listen_host}:{self.port} "
+                        f"again: "
                         f"{exc}") from exc
                 time.sleep(0.05)
         listener.listen(64)

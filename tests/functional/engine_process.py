@@ -35,8 +35,13 @@ class EngineProcess:
 
     def __init__(self, workdir, nova_endpoint: str, threads: int = 5,
                  extra: str = "", poll_interval: float = 0.05,
-                 database: str | None = None, lease_seconds: float = 30):
+                 database: str | None = None, lease_seconds: float = 30,
+                 netns: str | None = None):
+        """``netns``: run it in that network namespace (tests.netlab),
+        with ``nova_endpoint`` and ``database`` as reached from there.
+        Its API is then reachable only from inside it."""
         self.workdir = workdir
+        self.netns = netns
         self.poll_interval = poll_interval
         self.database = database or f"sqlite:///{workdir}/r.sqlite"
         self.lease_seconds = lease_seconds
@@ -80,9 +85,13 @@ class EngineProcess:
                "PYTHONWARNINGS": "ignore"}
         if watchdog_usec:
             env["WATCHDOG_USEC"] = str(watchdog_usec)
+        command = [sys.executable, "-m", "recovery.cmd.engine",
+                   "--config-file", str(self.config)]
+        if self.netns:
+            # ip execs the command: proc.pid is still the engine's.
+            command = ["ip", "netns", "exec", self.netns, *command]
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "recovery.cmd.engine", "--config-file",
-             str(self.config)], env=env, stdout=subprocess.DEVNULL,
+            command, env=env, stdout=subprocess.DEVNULL,
             stderr=open(self.workdir / "stderr.log", "ab"))
         if ready_timeout is not None:
             self.wait_ready(ready_timeout)
