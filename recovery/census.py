@@ -10,6 +10,7 @@ It sits beside the Nova facade: the engine's safety gates and the flows
 both read it, and neither imports the other.
 """
 
+import collections
 import dataclasses
 import datetime
 
@@ -63,3 +64,57 @@ class Census:
 
     def down_hosts(self) -> set[str]:
         return {s.host for s in self.computes if not self.heartbeats(s)}
+
+
+class HeartbeatAges:
+    """How old each nova-compute's last heartbeat is, on this engine's
+    monotonic clock, whatever Nova's clock says.
+
+    Each heartbeat first seen in a census gives a sample: the time the
+    census came back minus the heartbeat's stamp. The heartbeat was
+    written before it was seen, so every sample is the clocks' offset
+    plus a delay that is never negative; the smallest recent one is the
+    closest to the offset. A heartbeat's age is then now, minus that
+    offset, minus its stamp: it is never older than it really is (only
+    Nova's second-rounded stamps can add up to a second, which
+    ``heartbeat_margin`` covers), so a heartbeat is never judged stale
+    early because the clocks disagree.
+    """
+
+    # Samples older than this are forgotten (clocks drift).
+    KEEP = 600.0
+
+    def __init__(self) -> None:
+        self._stamps: dict[str, float] = {}
+        self._samples: collections.deque[tuple[float, float]] = (
+            collections.deque())
+
+    def observe(self, census: Census, seen: float) -> None:
+        """Take the heartbeats of ``census``, which came back at
+        monotonic time ``seen``."""
+        for service in census.computes:
+            if service.updated_at is None:
+                continue
+            stamp = service.updated_at.timestamp()
+            if self._stamps.get(service.host) != stamp:
+                self._stamps[service.host] = stamp
+                self._sample(seen, seen - stamp)
+        while self._samples and self._samples[0][0] < seen - self.KEEP:
+            self._samples.popleft()
+        for host in set(self._stamps) - {s.host for s in census.computes}:
+            del self._stamps[host]
+
+    def _sample(self, seen: float, sample: float) -> None:
+        """Keep the samples that may yet be the smallest of the window:
+        increasing, so the smallest is the first."""
+        while self._samples and self._samples[-1][1] >= sample:
+            self._samples.pop()
+        self._samples.append((seen, sample))
+
+    def age(self, service: ComputeService, now: float) -> float | None:
+        """Seconds since ``service``'s last heartbeat, at monotonic
+        ``now``; None if it never reported."""
+        if service.updated_at is None or not self._samples:
+            return None
+        offset = self._samples[0][1]
+        return max(0.0, now - offset - service.updated_at.timestamp())

@@ -133,6 +133,11 @@ class Ignored(RecoveryError):
     """Nothing to act on (e.g. a paused instance); the reason is why."""
 
 
+class HostAlive(Ignored):
+    """A detected host failure whose host heartbeated since: nothing to
+    recover, and nothing was touched."""
+
+
 class GaveUp(RecoveryError):
     """Acting again would not help (e.g. an instance in a crash loop)."""
 

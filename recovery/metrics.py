@@ -28,7 +28,14 @@ PREFIX = "recovery"
 INSTANCE_BUCKETS = (1, 2, 5, 10, 20, 30, 60, 120, 300, 600, 1800)
 HOST_BUCKETS = (5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 NOVA_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
-BRAKE_REASONS = ("all_down", "too_many_down")
+# The brake's reasons: Nova's view (the gates), then the probes' (the
+# detector's fast path).
+NOVA_BRAKE_REASONS = ("all_down", "too_many_down")
+BRAKE_REASONS = (*NOVA_BRAKE_REASONS, "silent_probes")
+# From the last heartbeat to the failure stored: a heartbeat interval and
+# the fast path's margins, up to Nova's service_down_time and the grace.
+DETECTION_BUCKETS = (5, 10, 11, 12, 13, 15, 20, 30, 60, 90, 120, 300)
+DETECTOR_HOLDS = ("isolated", "no_agreement")
 
 
 class Metrics:
@@ -71,7 +78,9 @@ class Metrics:
         self.brake = prometheus_client.Gauge(
             f"{PREFIX}_brake_engaged", "1 while the mass-failure brake "
             "holds host recoveries, by reason (all_down: every compute "
-            "looks down; too_many_down: over max_failed_hosts_percent).",
+            "looks down; too_many_down: over max_failed_hosts_percent; "
+            "silent_probes: over max_failed_hosts_percent of the hosts "
+            "silent on this engine's probes, so its fast path holds).",
             ["reason"], registry=reg)
         for reason in BRAKE_REASONS:
             self.brake.labels(reason).set(0)
@@ -105,6 +114,20 @@ class Metrics:
             "state at its last poll (up; suspect: down within "
             "grace_period; down: past it, failed or left alone).",
             ["state"], registry=reg)
+        self.detection_seconds = prometheus_client.Histogram(
+            f"{PREFIX}_detection_seconds", "From a failed host's last "
+            "heartbeat (on this engine's clock) to its failure stored by "
+            "this engine's detector, by path (fast: stale heartbeat, "
+            "silent probe and agreement; slow: Nova's down state and "
+            "grace_period).", ["path"], buckets=DETECTION_BUCKETS,
+            registry=reg)
+        self.detector_holds = prometheus_client.Counter(
+            f"{PREFIX}_detector_holds", "Times the detector's fast path "
+            "held, by cause (isolated: this engine sees most hosts "
+            "silent; no_agreement: too few engines see a host silent).",
+            ["cause"], registry=reg)
+        for cause in DETECTOR_HOLDS:
+            self.detector_holds.labels(cause)
 
     # -- what the engine's parts report -----------------------------------
     def nova_call(self, kind: str) -> "_Timed":

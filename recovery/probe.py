@@ -15,13 +15,17 @@ fencing driver.
 import dataclasses
 import errno
 import logging
+import math
+import selectors
 import socket
 from collections.abc import Callable
+from collections.abc import Iterable
 from collections.abc import Mapping
 from typing import Any
 
 from oslo_config import cfg
 
+from recovery import concurrency
 from recovery import exception
 
 LOG = logging.getLogger(__name__)
@@ -85,3 +89,264 @@ class Probe:
             return (f"{host} ({address}) answers on TCP port {port}: a "
                     f"connection was accepted")
         return None
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """What the probes of one host have shown lately (monotonic times)."""
+
+    # Seconds since the first silent probe after its last answer; None
+    # while it answers, or when nothing recent is known.
+    silent_for: float | None
+    # How it last answered, if it ever did.
+    answer: str | None = None
+    # Why it cannot be probed (its name does not resolve): never silence.
+    unprobed: str | None = None
+
+
+@dataclasses.dataclass
+class _History:
+    address: str | None = None
+    resolved_at: float = -math.inf
+    unprobed: str | None = None
+    answer: str | None = None
+    silent_since: float | None = None
+    probed_at: float | None = None       # the last probe's end
+    due: float = 0.0
+
+
+@dataclasses.dataclass
+class _Attempt:
+    host: str
+    started: float
+    sockets: dict[socket.socket, int]    # still connecting, by port
+
+
+class Prober:
+    """Probe every watched host each ``interval``, all at once, with
+    non-blocking connects on one selector: one socket per port of each
+    host in flight, whatever the number of hosts, and no thread per host.
+
+    One task runs ``run``; the detector sets the hosts (``watch``) and
+    reads ``view``; a lock guards the histories they share. ``record``
+    is the loop's outcome of one probe, and how the unit tests feed it.
+    """
+
+    # How long a resolved address is kept.
+    RESOLVE_EVERY = 300.0
+
+    def __init__(self, conf: cfg.ConfigOpts, clock: concurrency.Clock,
+                 resolve: Callable[[str], str] | None = None):
+        self._conf = conf
+        self._clock = clock
+        self._resolve = resolve or _resolve
+        self._lock = concurrency.Lock()
+        self._hosts: dict[str, _History] = {}
+
+    # -- the detector's side ------------------------------------------------
+    def watch(self, hosts: Iterable[str]) -> None:
+        """Probe exactly ``hosts`` from now on."""
+        hosts = set(hosts)
+        with self._lock:
+            for gone in set(self._hosts) - hosts:
+                del self._hosts[gone]
+            for host in hosts - set(self._hosts):
+                self._hosts[host] = _History()
+
+    def hosts(self) -> list[str]:
+        with self._lock:
+            return list(self._hosts)
+
+    def view(self, host: str) -> View:
+        """What the recent probes of ``host`` showed. A history with no
+        probe ended within a few intervals is not news: not silence."""
+        now = self._clock.monotonic()
+        group = self._conf.detector
+        with self._lock:
+            history = self._hosts.get(host)
+            if history is None:
+                return View(None)
+            if history.unprobed is not None:
+                return View(None, history.answer, history.unprobed)
+            recent = (history.probed_at is not None and now
+                      - history.probed_at <= 3 * group.probe_interval
+                      + self._timeout())
+            if history.silent_since is None or not recent:
+                return View(None, history.answer)
+            return View(now - history.silent_since, history.answer)
+
+    # -- the probes ---------------------------------------------------------
+    def record(self, host: str, started: float, answer: str | None) -> None:
+        """A probe of ``host`` begun at ``started`` ended now: ``answer``,
+        or None for silence on every port."""
+        with self._lock:
+            history = self._hosts.get(host)
+            if history is None:
+                return
+            history.probed_at = self._clock.monotonic()
+            if answer is not None:
+                history.answer, history.silent_since = answer, None
+            elif history.silent_since is None:
+                history.silent_since = started
+
+    def run(self, stopping: concurrency.Event) -> None:
+        """Probe until ``stopping`` is set."""
+        selector = selectors.DefaultSelector()
+        attempts: dict[str, _Attempt] = {}
+        try:
+            while not stopping.is_set():
+                self._turn(selector, attempts, stopping)
+        finally:
+            for attempt in attempts.values():
+                _close_all(selector, attempt)
+            selector.close()
+
+    def _timeout(self) -> float:
+        group = self._conf.detector
+        return min(group.probe_timeout, group.probe_interval)
+
+    def _turn(self, selector: selectors.BaseSelector,
+              attempts: dict[str, _Attempt],
+              stopping: concurrency.Event) -> None:
+        """Start the probes that are due, wait for connections until the
+        next thing is due, and end what answered or timed out."""
+        group = self._conf.detector
+        now = self._clock.monotonic()
+        ports = tuple(group.liveness_probe)
+        timeout = self._timeout()
+        for host in self._due(now, attempts):
+            attempt = self._start(host, ports, now, selector)
+            if attempt is not None:
+                attempts[host] = attempt
+        # Past their time: silent.
+        for host, attempt in list(attempts.items()):
+            if now - attempt.started >= timeout:
+                del attempts[host]
+                _close_all(selector, attempt)
+                self.record(host, attempt.started, None)
+        wake = min([a.started + timeout for a in attempts.values()]
+                   + [now + group.probe_interval], default=now)
+        with self._lock:
+            wake = min([wake] + [h.due for h in self._hosts.values()])
+        wait = max(0.0, min(wake - now, group.probe_interval))
+        if not selector.get_map():
+            self._clock.wait(stopping, wait)
+            return
+        for key, _ in selector.select(wait):
+            host, port = key.data
+            attempt = attempts.get(host)
+            sock = key.fileobj
+            selector.unregister(sock)
+            error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
+            sock.close()
+            if attempt is None:
+                continue
+            del attempt.sockets[sock]
+            answer = _answered(host, self._address(host), port, error)
+            if answer is not None or not attempt.sockets:
+                del attempts[host]
+                _close_all(selector, attempt)
+                self.record(host, attempt.started, answer)
+
+    def _due(self, now: float, attempts: dict[str, _Attempt]) -> list[str]:
+        interval = self._conf.detector.probe_interval
+        due = []
+        with self._lock:
+            for host, history in self._hosts.items():
+                if history.due <= now and host not in attempts:
+                    history.due = now + interval
+                    due.append(host)
+        return due
+
+    def _address(self, host: str) -> str | None:
+        with self._lock:
+            history = self._hosts.get(host)
+            return history.address if history else None
+
+    def _start(self, host: str, ports: tuple[int, ...], now: float,
+               selector: selectors.BaseSelector) -> _Attempt | None:
+        address = self._address_of(host, now)
+        if address is None or not ports:
+            return None
+        attempt = _Attempt(host, now, {})
+        for port in ports:
+            answer = None
+            try:
+                sock = socket.socket(_family(address), socket.SOCK_STREAM)
+            except OSError as exc:
+                LOG.warning("Cannot probe %s: %s", host, exc)
+                break
+            sock.setblocking(False)
+            error = sock.connect_ex((address, port))
+            if error in _IN_PROGRESS:
+                selector.register(sock, selectors.EVENT_WRITE, (host, port))
+                attempt.sockets[sock] = port
+                continue
+            sock.close()
+            answer = _answered(host, address, port, error)
+            if answer is not None:
+                _close_all(selector, attempt)
+                self.record(host, now, answer)
+                return None
+        if not attempt.sockets:
+            # Every port failed at once (no route): silent.
+            self.record(host, now, None)
+            return None
+        return attempt
+
+    def _address_of(self, host: str, now: float) -> str | None:
+        """``host``'s address, resolved again every RESOLVE_EVERY; None,
+        with the reason kept, when it does not resolve."""
+        configured = self._conf.detector.probe_addresses.get(host)
+        with self._lock:
+            history = self._hosts.get(host)
+            if history is None:
+                return None
+            if configured is not None:
+                history.address, history.unprobed = configured, None
+                return configured
+            if now - history.resolved_at < self.RESOLVE_EVERY:
+                return history.address
+        try:
+            address, unprobed = self._resolve(host), None
+        except OSError as exc:
+            address, unprobed = None, (
+                f"cannot probe {host}: its name does not resolve ({exc}); "
+                f"set [detector] probe_addresses for it")
+        with self._lock:
+            history = self._hosts.get(host)
+            if history is not None:
+                history.address, history.unprobed = address, unprobed
+                history.resolved_at = now
+        return address
+
+
+_IN_PROGRESS = (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN)
+
+
+def _answered(host: str, address: str | None, port: int,
+              error: int) -> str | None:
+    """How ``host`` answered a connection that ended with ``error`` (0:
+    accepted), or None for no answer on that port."""
+    if error == 0:
+        return (f"{host} ({address}) answers on TCP port {port}: a "
+                f"connection was accepted")
+    if error in _ANSWERS:
+        return (f"{host} ({address}) answers on TCP port {port}: the "
+                f"connection was refused, so its network stack runs")
+    return None
+
+
+def _close_all(selector: selectors.BaseSelector, attempt: _Attempt) -> None:
+    for sock in attempt.sockets:
+        selector.unregister(sock)
+        sock.close()
+    attempt.sockets.clear()
+
+
+def _family(address: str) -> int:
+    return socket.AF_INET6 if ":" in address else socket.AF_INET
+
+
+def _resolve(host: str) -> str:
+    return socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)[0][4][0]

@@ -19,11 +19,13 @@ OPTS = [
     ),
     cfg.FloatOpt(
         "poll_interval",
-        default=5.0,
-        min=1,
+        default=1.0,
+        min=0.1,
         mutable=True,
         help="Seconds between two looks at Nova's compute services (one "
-             "request for every host).",
+             "request for every host, the census). The fast path judges "
+             "a heartbeat's age at each look, so it is one look late at "
+             "most.",
     ),
     cfg.FloatOpt(
         "grace_period",
@@ -34,6 +36,56 @@ OPTS = [
              "between, before it is failed. Nova already waits its "
              "service_down_time before it reports a service down; this "
              "is on top, so that a host that flaps is never recovered.",
+    ),
+    cfg.BoolOpt(
+        "fast_path",
+        default=True,
+        mutable=True,
+        help="Fail a watched host within seconds, without waiting for "
+             "Nova to report it down: when its nova-compute's last "
+             "heartbeat is older than nova_report_interval + "
+             "heartbeat_margin, it has been silent on the liveness probe "
+             "for silence_window, and a majority of the live engines see "
+             "it silent too. It is then fenced (powered off and read "
+             "back Off) before anything moves. Only for hosts with a "
+             "fencing driver, and with liveness_probe set; other hosts "
+             "take the slow path (Nova's down state, then grace_period).",
+    ),
+    cfg.FloatOpt(
+        "nova_report_interval",
+        default=10.0,
+        min=1,
+        mutable=True,
+        help="Nova's [DEFAULT] report_interval: how often each "
+             "nova-compute writes its heartbeat. Set it as Nova's is.",
+    ),
+    cfg.FloatOpt(
+        "heartbeat_margin",
+        default=1.0,
+        min=0,
+        mutable=True,
+        help="Seconds past nova_report_interval after which a heartbeat "
+             "is stale, for the fast path: room for a late report and "
+             "for timestamps that Nova's database keeps to the second.",
+    ),
+    cfg.FloatOpt(
+        "probe_interval",
+        default=1.0,
+        min=0.1,
+        mutable=True,
+        help="For the fast path, seconds between two liveness probes of "
+             "each watched host (each probe tries every liveness_probe "
+             "port at once, for at most probe_timeout or probe_interval, "
+             "whichever is shorter).",
+    ),
+    cfg.FloatOpt(
+        "silence_window",
+        default=3.0,
+        min=0,
+        mutable=True,
+        help="For the fast path, seconds a host must have been silent on "
+             "every probe before it may be failed; a host whose link "
+             "flaps for less is never failed.",
     ),
     cfg.ListOpt(
         "hosts",

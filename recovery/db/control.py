@@ -3,6 +3,8 @@ registry of the engines that share the database."""
 
 import dataclasses
 import datetime
+from collections.abc import Collection
+from collections.abc import Mapping
 
 import sqlalchemy as sa
 
@@ -10,6 +12,7 @@ from recovery.db import events
 from recovery.db.tables import arming
 from recovery.db.tables import engines
 from recovery.db.tables import notifications
+from recovery.db.tables import probe_views
 from recovery.db.transaction import Transactional
 from recovery.notification import Status
 
@@ -39,6 +42,28 @@ class EngineRecord:
     # Seconds since last_seen, by the database's clock.
     silent_for: float
     runs: tuple[str, ...]
+
+
+@dataclasses.dataclass(frozen=True)
+class Agreement:
+    """Which live engines see a host silent, long enough and lately."""
+
+    silent: tuple[str, ...]
+    live: tuple[str, ...]
+
+    @property
+    def needed(self) -> int:
+        """A majority of the live engines."""
+        return len(self.live) // 2 + 1
+
+    @property
+    def reached(self) -> bool:
+        return len(self.silent) >= self.needed
+
+    def describe(self) -> str:
+        names = f" ({', '.join(self.silent)})" if self.silent else ""
+        return (f"{len(self.silent)} of {len(self.live)} live engine(s) "
+                f"see it silent{names}, {self.needed} needed")
 
 
 class ControlStore(Transactional):
@@ -89,6 +114,54 @@ class ControlStore(Transactional):
         """Engine ``name`` stopped cleanly."""
         with self._tx() as conn:
             conn.execute(engines.delete().where(engines.c.name == name))
+            conn.execute(probe_views.delete().where(
+                probe_views.c.engine == name))
+
+    def record_probe_views(self, engine: str,
+                           silent: Mapping[str, float]) -> None:
+        """``engine`` sees each host of ``silent`` silent for so many
+        seconds now; its views of other hosts are dropped."""
+        with self._tx() as conn:
+            now = self.lease_clock(conn)
+            conn.execute(probe_views.delete().where(
+                probe_views.c.engine == engine,
+                probe_views.c.host.not_in(list(silent))))
+            for host, seconds in sorted(silent.items()):
+                values = dict(seen_at=now, silent_since=now
+                              - datetime.timedelta(seconds=seconds))
+                if not conn.execute(probe_views.update().where(
+                        probe_views.c.engine == engine,
+                        probe_views.c.host == host).values(
+                            **values)).rowcount:
+                    conn.execute(probe_views.insert().values(
+                        host=host, engine=engine, **values))
+
+    def probe_agreement(self, engine: str, hosts: Collection[str], *,
+                        window: float, fresh: float, live_within: float
+                        ) -> dict[str, Agreement]:
+        """For each of ``hosts``: the live engines (seen within
+        ``live_within`` seconds, and ``engine`` itself) that see it
+        silent for ``window`` seconds at least, in a view written within
+        ``fresh`` seconds; by the database's clock."""
+        with self._tx() as conn:
+            now = self.lease_clock(conn)
+            live = {row.name for row in conn.execute(sa.select(
+                engines.c.name).where(engines.c.last_seen >= now
+                                      - datetime.timedelta(
+                                          seconds=live_within)))}
+            live.add(engine)
+            silent: dict[str, set[str]] = {host: set() for host in hosts}
+            for row in conn.execute(sa.select(
+                    probe_views.c.host, probe_views.c.engine).where(
+                        probe_views.c.host.in_(list(hosts)),
+                        probe_views.c.seen_at >= now
+                        - datetime.timedelta(seconds=fresh),
+                        probe_views.c.silent_since <= now
+                        - datetime.timedelta(seconds=window))):
+                if row.engine in live:
+                    silent[row.host].add(row.engine)
+        return {host: Agreement(tuple(sorted(names)), tuple(sorted(live)))
+                for host, names in silent.items()}
 
     def engines(self) -> list[EngineRecord]:
         """Every engine that shares the database, most recently seen

@@ -49,6 +49,7 @@ class EventKind(str, enum.Enum):
     FINISHED = "finished"           # a run's end
     ERROR = "error"                 # a run's end, retried
     SUSPECT = "suspect"             # the detector: seen down
+    AGREED = "agreed"               # the detector: engines see it silent
     CLEARED = "cleared"             # the detector: heartbeats again
     DISARMED = "disarmed"
     ARMED = "armed"

@@ -184,6 +184,17 @@ engines = sa.Table(
     sa.Column("last_seen", UTCDateTime, nullable=False),
 )
 
+# Each engine's view of a host that its liveness probes find silent (the
+# detector's fast path): since when, and when it last said so, by the
+# database's clock. A host fails fast only when most live engines agree.
+probe_views = sa.Table(
+    "probe_views", metadata,
+    sa.Column("host", sa.String(255), primary_key=True),
+    sa.Column("engine", sa.String(255), primary_key=True),
+    sa.Column("silent_since", UTCDateTime, nullable=False),
+    sa.Column("seen_at", UTCDateTime, nullable=False),
+)
+
 # Rows locked (SELECT ... FOR UPDATE) to serialize a check and the write
 # it allows across engines: "claims" guards "no live run of this host"
 # and the claim. SQLite's BEGIN IMMEDIATE serializes them already.

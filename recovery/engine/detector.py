@@ -1,10 +1,28 @@
 """The detector: recovery-engine sees host failures by itself.
 
 Each poll is one request to Nova, the list of its services (the census).
-A watched host whose nova-compute Nova reports down, or that is forced
-down with its heartbeat stopped, is a *suspect*; once it has been one
-for ``[detector] grace_period`` without a heartbeat in between, it has
-*failed*. A host that flaps is cleared at each heartbeat and never fails.
+A host fails by one of two paths.
+
+The fast path, for a host with a fencing driver (and ``liveness_probe``
+set), does not wait for Nova's verdict. Its heartbeat is *stale* once it
+is older than ``nova_report_interval`` plus ``heartbeat_margin``, judged
+on this engine's clock (``census.HeartbeatAges``); the prober
+(``probe.Prober``) tries every watched host each ``probe_interval``. A
+host whose heartbeat is stale and that has been silent on every probe
+for ``silence_window`` fails once a majority of the live engines see it
+silent too: each engine records its view of such a host in the store,
+by the database's clock. Fencing then powers it off and reads it back
+Off before anything moves: the probe's silence never evacuates on its
+own. An engine that sees more than ``max_failed_hosts_percent`` of the
+hosts silent at once (the mass-failure brake's share) suspects its own
+network: it fails none of them, withdraws its views, and alarms.
+
+The slow path, for every watched host: one whose nova-compute Nova
+reports down, or that is forced down with its heartbeat stopped, is a
+*suspect*; once it has been one for ``[detector] grace_period`` without
+a heartbeat in between, it has *failed*. A host that flaps is cleared at
+each heartbeat and never fails. A fresh heartbeat clears either path:
+the host is alive, whatever its probe says.
 
 A failure is stored as a notification with origin ``detector``, through
 the API's intake, and the engine runs it like any other (the gates, the
@@ -36,9 +54,12 @@ from recovery import exception
 from recovery import intake
 from recovery import probe
 from recovery.census import Census
+from recovery.census import HeartbeatAges
+from recovery.db.control import Agreement
 from recovery.db.events import Decision
 from recovery.db.events import EventKind
 from recovery.db.store import Store
+from recovery.engine.gates import silence_verdict
 from recovery.fencing import Fencing
 from recovery.metrics import METRICS
 from recovery.models import ComputeService
@@ -60,15 +81,18 @@ class Cycle:
 
     watched: int
     up: int
-    suspects: tuple[tuple[str, float], ...]     # host, seconds suspect
+    suspects: tuple[tuple[str, str], ...]       # host, what is seen
     decisions: tuple[str, ...]                  # one per failed host
     returns: tuple[str, ...] = ()               # one per returning host
+    hold: str | None = None                     # the fast path held
 
     def line(self) -> str:
         parts = [f"{self.watched} hosts", f"{self.up} up"]
         if self.suspects:
-            parts.append(f"{len(self.suspects)} suspect (" + ", ".join(
-                f"{host}, {age:.0f} s" for host, age in self.suspects) + ")")
+            parts.append(f"{len(self.suspects)} suspect (" + "; ".join(
+                f"{host}, {seen}" for host, seen in self.suspects) + ")")
+        if self.hold:
+            parts.append(f"fast path held: {self.hold}")
         if self.decisions:
             parts.append(f"{len(self.decisions)} failed -> "
                          + "; ".join(self.decisions))
@@ -81,28 +105,49 @@ class Cycle:
         """What makes a line worth writing: not the ages."""
         return (self.watched, self.up,
                 tuple(host for host, _ in self.suspects), self.decisions,
-                self.returns)
+                self.returns, self.hold)
 
 
 class Detector:
     def __init__(self, conf: cfg.ConfigOpts, store: Store, nova: Nova,
                  fencing: Fencing, clock: concurrency.Clock,
-                 connect: probe.Connect = probe.tcp_connect):
-        """``connect``: how the liveness probe opens a TCP connection."""
+                 connect: probe.Connect = probe.tcp_connect,
+                 name: str = DETECTOR,
+                 prober: probe.Prober | None = None):
+        """``connect``: how the slow path's liveness probe opens a TCP
+        connection. ``name``: this engine's, in the store's views and
+        the events it writes. ``prober``: the fast path's probes (run
+        by the engine on a task of its own)."""
         self.conf = conf
         self.connect = connect
         self.store = store
         self.nova = nova
         self.fencing = fencing
         self.clock = clock
+        self.name = name
+        self.prober = prober or probe.Prober(conf, clock)
+        self.ages = HeartbeatAges()
         # host -> monotonic time it was first seen down, this episode.
         self._suspects: dict[str, float] = {}
+        # host -> monotonic time its heartbeat was first seen stale (or
+        # Nova's down), this episode: the suspect event is written once.
+        self._stale: dict[str, float] = {}
         # Recovered host -> when it was first seen heartbeating again.
         self._returning: dict[str, float] = {}
         # Failures this engine has dealt with (stored, or found stored).
         self._handled: set[str] = set()
+        # The fast path's holds already told, by host (or "all hosts").
+        self._held: dict[str, str] = {}
+        # Whether this engine has views in the store to withdraw.
+        self._viewing = False
         self._next_poll = 0.0
         self._last_shape: tuple | None = None
+
+    def due_in(self) -> float | None:
+        """Seconds until the next poll is due; None while switched off."""
+        if not self.conf.detector.enabled:
+            return None
+        return max(0.0, self._next_poll - self.clock.monotonic())
 
     def poll(self) -> None:
         """Look at Nova if a poll is due, and store what failed."""
@@ -111,7 +156,10 @@ class Detector:
             if self._last_shape is not None:
                 LOG.warning("detector: switched off")
                 self._suspects.clear()
+                self._stale.clear()
                 self._returning.clear()
+                self._held.clear()
+                self.prober.watch(())
                 self._last_shape = None
             return
         now = self.clock.monotonic()
@@ -123,6 +171,8 @@ class Detector:
         except exception.RecoveryError as exc:
             LOG.warning("detector: cannot list Nova's services: %s", exc)
             return
+        now = self.clock.monotonic()
+        self.ages.observe(census, now)
         cycle = self._judge(census, now)
         suspect = len(cycle.suspects)
         for state, count in (("up", cycle.up), ("suspect", suspect),
@@ -138,13 +188,20 @@ class Detector:
         return [s for s in census.computes if s.host in in_segments
                 or any(fnmatch.fnmatchcase(s.host, p) for p in patterns)]
 
+    def _fast(self) -> bool:
+        group = self.conf.detector
+        return group.fast_path and bool(group.liveness_probe)
+
     def _judge(self, census: Census, now: float) -> Cycle:
+        group = self.conf.detector
         watched = self._watched(census)
-        grace = self.conf.detector.grace_period
+        grace = group.grace_period
+        stale_after = group.nova_report_interval + group.heartbeat_margin
         recovered = self.conf.host_failure.service_disable_reason
         ours = (recovered, self.conf.process_failure.disable_reason)
         up, suspects, decisions, returns = 0, [], [], []
-        down, returning = set(), set()
+        down, returning, probed = set(), set(), set()
+        stale: dict[str, tuple[ComputeService, float | None]] = {}
         for service in watched:
             host = service.host
             disabled = service.status == "disabled"
@@ -157,36 +214,198 @@ class Detector:
                     returning.add(host)
                     returns.extend(self._returned(host, now))
                 continue
-            if census.heartbeats(service):
+            probed.add(host)
+            age = self.ages.age(service, now)
+            nova_hears = census.heartbeats(service)
+            if nova_hears and not (self._fast() and age is not None
+                                   and age > stale_after):
                 up += 1
-                if host in self._suspects:
-                    self._tell(host, EventKind.CLEARED, (
-                        f"nova-compute heartbeats again, "
-                        f"{now - self._suspects[host]:.0f} s after it was "
-                        f"seen down"))
+                self._clear(host, now)
+                continue
+            stale[host] = (service, age)
+            if host not in self._stale:
+                self._stale[host] = now
+                self._tell(host, EventKind.SUSPECT, self._suspicion(
+                    census, service, age, stale_after, grace))
+            if nova_hears:
+                # Stale by its age alone: the fast path's to judge.
+                suspects.append((host, self._seen(host, age)))
                 continue
             down.add(host)
-            if host not in self._suspects:
-                self._tell(host, EventKind.SUSPECT, (
-                    f"nova-compute seen down ({census.describe(service)}); "
-                    f"failed if no heartbeat comes within grace_period "
-                    f"{grace:g} s"))
             since = self._suspects.setdefault(host, now)
             if now - since < grace:
-                suspects.append((host, now - since))
+                suspects.append((host, f"{now - since:.0f} s"))
                 continue
             detection = _name(service)
             if detection in self._handled:
                 continue
             decisions.append(self._report(census, service, detection,
-                                          now - since))
+                                          now - since, age))
         # A heartbeat (or the host leaving the watch) ends the episode.
         for host in set(self._suspects) - down:
             del self._suspects[host]
+        for host in set(self._stale) - set(stale):
+            del self._stale[host]
         for host in set(self._returning) - returning:
             del self._returning[host]
+        self.prober.watch(probed if self._fast() else ())
+        hold, fast = self._fast_path(stale, len(probed), now)
+        decisions.extend(fast)
         return Cycle(len(watched), up, tuple(suspects), tuple(decisions),
-                     tuple(returns))
+                     tuple(returns), hold)
+
+    def _clear(self, host: str, now: float) -> None:
+        """``host`` heartbeats (again): its episode ends."""
+        self._held.pop(host, None)
+        if host not in self._stale:
+            return
+        since = self._suspects.get(host, self._stale[host])
+        self._tell(host, EventKind.CLEARED, (
+            f"nova-compute heartbeats again, {now - since:.0f} s after it "
+            f"was seen down"))
+
+    def _suspicion(self, census: Census, service: ComputeService,
+                   age: float | None, stale_after: float,
+                   grace: float) -> str:
+        """The suspect event's evidence."""
+        if census.heartbeats(service):
+            return (f"nova-compute's last heartbeat is {age:.1f} s old, past "
+                    f"nova_report_interval + heartbeat_margin "
+                    f"({stale_after:g} s), though Nova does not report it "
+                    f"down yet; {self._probe_seen(service.host)}")
+        return (f"nova-compute seen down ({census.describe(service)}); "
+                f"failed if no heartbeat comes within grace_period "
+                f"{grace:g} s")
+
+    def _probe_seen(self, host: str) -> str:
+        if not self._fast():
+            return "no fast path (no liveness_probe, or fast_path off)"
+        view = self.prober.view(host)
+        if view.unprobed:
+            return view.unprobed
+        if view.silent_for is not None:
+            return f"silent on the probe for {view.silent_for:.1f} s"
+        return view.answer or "not probed yet"
+
+    def _seen(self, host: str, age: float | None) -> str:
+        """A fast-path suspect, for the decision line."""
+        heartbeat = "heartbeat never" if age is None else (
+            f"heartbeat {age:.0f} s old")
+        view = self.prober.view(host)
+        if view.silent_for is not None:
+            probed = f"probe silent {view.silent_for:.0f} s"
+        else:
+            probed = "probe answers" if view.answer else "not probed yet"
+        return f"{heartbeat}, {probed}"
+
+    # -- the fast path -------------------------------------------------------
+    def _fast_path(self, stale: dict[str, tuple[ComputeService,
+                                                 float | None]],
+                   probed: int, now: float) -> tuple[str | None, list[str]]:
+        """Record this engine's views of the stale hosts, and fail those
+        that a majority of engines see silent. Returns the hold, if the
+        fast path is held, and the decisions."""
+        if not self._fast():
+            self._record_views({})
+            return None, []
+        group = self.conf.detector
+        silent_hosts = [host for host in self.prober.hosts()
+                        if self.prober.view(host).silent_for is not None]
+        verdict = silence_verdict(len(silent_hosts), probed,
+                                  self.conf.safety.max_failed_hosts_percent)
+        if verdict is not None:
+            # Its own network, more likely than most hosts at once.
+            self._record_views({})
+            self._hold("all hosts", "isolated", (
+                f"this engine may be cut off: {verdict}. No host fails "
+                f"fast on this engine's probes until they answer again; "
+                f"its views are withdrawn, so that other engines decide"),
+                alarm=True)
+            return verdict, []
+        if self._held.pop("all hosts", None) is not None:
+            LOG.warning("detector: the probes answer again; the fast path "
+                        "resumes")
+        views = {host: self.prober.view(host) for host in stale}
+        self._record_views({host: view.silent_for
+                            for host, view in views.items()
+                            if view.silent_for is not None})
+        candidates = {host: service for host, (service, _) in stale.items()
+                      if (views[host].silent_for or 0) >= group.silence_window
+                      and _name(service) not in self._handled
+                      and self._fenceable(host)}
+        if not candidates:
+            return None, []
+        agreements = self.store.probe_agreement(
+            self.name, list(candidates), window=group.silence_window,
+            fresh=max(group.silence_window, 2 * group.poll_interval,
+                      3 * group.probe_interval),
+            live_within=self.conf.engine.lease_seconds)
+        decisions = []
+        for host, agreement in sorted(agreements.items()):
+            service, age = stale[host]
+            if not agreement.reached:
+                self._hold(host, "no_agreement", (
+                    f"silent on this engine's probe for "
+                    f"{views[host].silent_for:.1f} s, but only "
+                    f"{agreement.describe()}: not failed until a majority "
+                    f"agrees"))
+                continue
+            decisions.append(self._fail_fast(
+                service, age, views[host], agreement, now))
+        return None, decisions
+
+    def _record_views(self, silent: dict[str, float]) -> None:
+        """Keep this engine's views in the store: written while there are
+        any, and withdrawn once."""
+        if not silent and not self._viewing:
+            return
+        self.store.record_probe_views(self.name, silent)
+        self._viewing = bool(silent)
+
+    def _fenceable(self, host: str) -> bool:
+        """The fast path needs fencing: it is its proof."""
+        try:
+            return self.fencing.for_host(host) is not None
+        except exception.ConfigError:
+            return False
+
+    def _hold(self, host: str, cause: str, why: str,
+              alarm: bool = False) -> None:
+        """The fast path holds ``host``: an event and a metric once per
+        cause, for as long as it lasts."""
+        if self._held.get(host) == cause:
+            return
+        self._held[host] = cause
+        METRICS.detector_holds.labels(cause).inc()
+        if alarm:
+            LOG.error("ALARM detector: %s", why)
+        else:
+            LOG.warning("detector: %s: %s", host, why)
+        self.store.add_event(Decision(self.name, host, EventKind.HELD, why),
+                             self.clock.now())
+
+    def _fail_fast(self, service: ComputeService, age: float | None,
+                   view: probe.View, agreement: Agreement,
+                   now: float) -> str:
+        group = self.conf.detector
+        host = service.host
+        heartbeat = ("it never reported" if age is None else
+                     f"its last heartbeat is {age:.1f} s old")
+        liveness = probe.Probe.from_conf(self.conf, self.connect)
+        evidence = (f"nova-compute on {host}: {heartbeat} (stale past "
+                    f"{group.nova_report_interval:g} s + "
+                    f"{group.heartbeat_margin:g} s); silent on "
+                    f"{liveness.describe(host)} for "
+                    f"{view.silent_for:.1f} s; {agreement.describe()}")
+        self._held.pop(host, None)
+        self.store.add_event(Decision(self.name, host, EventKind.AGREED,
+                                      evidence), self.clock.now())
+        if age is not None:
+            METRICS.detection_seconds.labels("fast").observe(age)
+        return self._store(
+            host, "COMPUTE_HOST", _host_down(service), _name(service),
+            note=f"detected (fast path): {evidence}; it is fenced before "
+                 f"anything moves")
 
     def _tell(self, host: str, kind: EventKind, message: str) -> None:
         """Record what the detector saw of ``host``, before any
@@ -216,7 +435,7 @@ class Detector:
                  f"{now - since:.0f} s")]
 
     def _report(self, census: Census, service: ComputeService,
-                detection: str, seconds: float) -> str:
+                detection: str, seconds: float, age: float | None) -> str:
         """Store what the failure of ``service``'s host becomes; return
         the decision."""
         host = service.host
@@ -252,8 +471,11 @@ class Detector:
                      f"process failure")
         silent = liveness is not None and unprobed is None
         missing = self._missing_proof(host, silent, unprobed)
-        return self._store(host, "COMPUTE_HOST", HOST_DOWN, detection,
-                           note=seen, ignore=missing and f"{seen}; {missing}")
+        if age is not None and missing is None:
+            METRICS.detection_seconds.labels("slow").observe(age)
+        return self._store(host, "COMPUTE_HOST", _host_down(service),
+                           detection, note=seen,
+                           ignore=missing and f"{seen}; {missing}")
 
     def _missing_proof(self, host: str, silent: bool,
                        unprobed: str | None) -> str | None:
@@ -291,6 +513,14 @@ class Detector:
                     host, stored.uuid, type, payload["event"],
                     stored.status.value, stored.message)
         return f"{host}: notification {stored.uuid} ({stored.status.value})"
+
+
+def _host_down(service: ComputeService) -> dict:
+    """A host failure's payload: with the heartbeat it was judged on, so
+    that the run refuses to fence a host that heartbeated since."""
+    if service.updated_at is None:
+        return HOST_DOWN
+    return {**HOST_DOWN, "heartbeat": service.updated_at.isoformat()}
 
 
 def _name(service: ComputeService) -> str:

@@ -6,7 +6,10 @@
 - Mass-failure brake: when more than ``max_failed_hosts_percent`` of the
   compute services are down or in recovery at once, or every one of them
   looks down, the engine is more likely cut off from the hosts (or Nova's
-  control plane is failing) than looking at dead hosts: start none.
+  control plane is failing) than looking at dead hosts: start none. The
+  detector's fast path applies the same rule to its own probes
+  (``silence_verdict``): an engine that finds that share of the hosts
+  silent suspects its own network and fails none of them.
 
 A held notification keeps its status and attempts; its message says why
 it waits and the engine looks again when the hold ends.
@@ -21,8 +24,8 @@ from oslo_config import cfg
 from recovery import concurrency
 from recovery.census import Census
 from recovery.db.store import Store
-from recovery.metrics import BRAKE_REASONS
 from recovery.metrics import METRICS
+from recovery.metrics import NOVA_BRAKE_REASONS
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.nova import Nova
@@ -106,7 +109,7 @@ class Gates:
                        f"are down or in recovery ({share:.0f}% > "
                        f"max_failed_hosts_percent "
                        f"{group.max_failed_hosts_percent}%)")
-        for each in BRAKE_REASONS:
+        for each in NOVA_BRAKE_REASONS:
             METRICS.brake.labels(each).set(each == reason)
         if verdict is None:
             self._last_verdict = None
@@ -124,3 +127,18 @@ class Gates:
         cause = f"held by the mass-failure brake: {verdict}"
         return Hold(f"{cause}; looking again at {until:%H:%M:%S} UTC",
                     group.recheck_interval, cause)
+
+
+def silence_verdict(silent: int, probed: int,
+                    max_percent: float) -> str | None:
+    """The brake's rule for one engine's probes: when more than
+    ``max_percent`` of the ``probed`` hosts are ``silent`` at once (two at
+    least), the engine is more likely cut off from them than looking at
+    dead hosts. The verdict, or None."""
+    engaged = silent >= 2 and 100 * silent / probed > max_percent
+    METRICS.brake.labels("silent_probes").set(engaged)
+    if not engaged:
+        return None
+    return (f"{silent} of {probed} watched hosts are silent on its liveness "
+            f"probe at once ({100 * silent / probed:.0f}% > "
+            f"max_failed_hosts_percent {max_percent:g}%)")

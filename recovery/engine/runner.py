@@ -25,6 +25,7 @@ from recovery.flows import placement_for_host
 from recovery.flows import recover_host
 from recovery.flows import restart_instance
 from recovery.flows import return_host
+from recovery.models import parse_time
 from recovery.notification import DETECTOR
 from recovery.notification import Kind
 from recovery.notification import Notification
@@ -179,6 +180,8 @@ def _recover_host(env: Env, store: Store, notification: Notification,
     report = recover_host(
         env, host, fencer=fencing.for_host(host),
         liveness=env.settings.liveness_probe if detected else None,
+        heartbeat=parse_time(notification.payload.get("heartbeat"))
+        if detected else None,
         journal=store.journal(notification.uuid),
         placement=placement_for_host(env, store, host, notification.uuid))
     summary = f"{host}: {report.summary()}"

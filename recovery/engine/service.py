@@ -63,9 +63,10 @@ class Engine:
         # One poll of Nova's evacuations for every host recovered at once.
         self.watcher = EvacuationWatcher(clock)
         self.gates = gates.Gates(conf, store, nova, clock)
-        self.detector = Detector(conf, store, nova, fencing, clock)
         self._armed = True
         self.owner = this_process()
+        self.detector = Detector(conf, store, nova, fencing, clock,
+                                 name=self.owner)
         self.heartbeat = heartbeat
         self.wake = concurrency.Event()
         self._stopping = concurrency.Event()
@@ -77,6 +78,9 @@ class Engine:
     def serve(self) -> None:
         """Run until ``stop()``; then let runs in flight drain."""
         self._keeper.start()
+        # The detector's probes, on their own cadence: idle unless the
+        # detector gives them hosts.
+        prober = concurrency.spawn(self.detector.prober.run, self._stopping)
         try:
             while not self._stopping.is_set():
                 # Cleared before looking: a wake-up during the look is
@@ -96,11 +100,19 @@ class Engine:
                 except Exception:
                     LOG.exception("Could not claim notifications")
                 self.heartbeat(self.status())
-                self.wake.wait(IDLE_WAIT)
+                self.wake.wait(self._idle())
             self._drain()
             self._leave()
         finally:
+            self._stopping.set()
+            prober.wait(IDLE_WAIT)
             self._keeper.close()
+
+    def _idle(self) -> float:
+        """How long the loop may wait for a wake-up: until the
+        detector's next poll, at most ``IDLE_WAIT``."""
+        due = self.detector.due_in()
+        return IDLE_WAIT if due is None else min(IDLE_WAIT, due)
 
     def _detect(self) -> None:
         """Let the detector look at Nova (when it is on and a poll is

@@ -19,6 +19,7 @@ are kept, the others are reconciled with Nova and never evacuated twice.
 """
 
 import dataclasses
+import datetime
 import logging
 from collections.abc import Callable
 from collections.abc import Sequence
@@ -64,6 +65,9 @@ class HostContext:
     report: HostReport
     # The probe whose silence proves the host off (no fencer), if any.
     liveness: Probe | None = None
+    # The detector's: the heartbeat the failure was judged on. A newer
+    # one proves the host alive.
+    heartbeat: datetime.datetime | None = None
     placement: Placement = dataclasses.field(default_factory=auto)
     service: ComputeService | None = None
     forced_down_by_us: bool = False
@@ -85,13 +89,25 @@ class VerifyHostDown(base.Step[HostContext]):
     A forced-down service whose last heartbeat is younger than
     service_down_time (a run resumed moments after it forced the host
     down) is watched until that heartbeat is old enough, as Nova itself
-    would; a newer heartbeat meanwhile proves the host alive."""
+    would; a newer heartbeat meanwhile proves the host alive.
+
+    A failure the detector saw is judged on one heartbeat: one newer than
+    it proves the host alive, and nothing is fenced (the fast path fails
+    a host before Nova calls it down, so this is its last check)."""
 
     name = "verify-host-down"
 
     def execute(self, ctx: HostContext) -> str | None:
         census = self._census(ctx)
         ctx.service = census.compute(ctx.host)
+        last = ctx.service.updated_at
+        if ctx.heartbeat is not None and last and last > ctx.heartbeat:
+            raise exception.HostAlive(
+                f"nova-compute on {ctx.host} heartbeated at "
+                f"{last:%H:%M:%S} UTC, after the heartbeat of "
+                f"{ctx.heartbeat:%H:%M:%S} UTC that its failure was "
+                f"detected on: the host is alive. Not fenced, not "
+                f"evacuated")
         if ctx.fencer is not None or not census.heartbeats(ctx.service):
             return None
         if not ctx.service.forced_down:
@@ -226,7 +242,9 @@ def _finished(prior: InstanceResult) -> bool:
 
 
 def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
-                 liveness: Probe | None = None, dry_run: bool = False,
+                 liveness: Probe | None = None,
+                 heartbeat: datetime.datetime | None = None,
+                 dry_run: bool = False,
                  pool_factory: PoolFactory = concurrency.task_pool,
                  journal: Sequence[InstanceResult] = (),
                  placement: Placement | None = None) -> HostReport:
@@ -238,6 +256,8 @@ def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
     ``placement`` holds the recovery methods (default: auto).
     ``liveness``: a probe whose silence proves the host off when there is
     no ``fencer`` (a detected failure); run just before the isolation.
+    ``heartbeat``: the one a detected failure was judged on; a newer one
+    ends the run with ``HostAlive``, nothing changed.
 
     Raises ``HostNotDown`` (nothing changed in Nova) when the host may be
     alive and there is no ``fencer`` (or it answers ``liveness``),
@@ -248,6 +268,7 @@ def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
     or the first listing fails, what it changed is undone.
     """
     ctx = HostContext(env=env, host=host, fencer=fencer, liveness=liveness,
+                      heartbeat=heartbeat,
                       report=HostReport(host, env.clock.now(),
                                         dry_run=dry_run),
                       placement=placement or auto(),

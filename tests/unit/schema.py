@@ -21,6 +21,7 @@ ADDED = {
              "ALTER TABLE instance_journal DROP COLUMN capacity_warning"),
     "0011": ("ALTER TABLE instance_journal DROP COLUMN evacuate_sent_at",
              "ALTER TABLE instance_journal DROP COLUMN lock_uncertain_at"),
+    "0012": ("DROP TABLE probe_views",),
 }
 
 

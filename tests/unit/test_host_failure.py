@@ -197,6 +197,22 @@ def test_a_live_host_is_fenced_before_anything_else():
     assert report.instances[0].outcome is Outcome.RECOVERED
 
 
+def test_a_heartbeat_newer_than_the_detected_one_stops_the_fencing():
+    """The detector's fast path fails a host on one heartbeat, before
+    Nova calls it down: one that came since proves the host alive."""
+    nova = nova_with(state="up", heartbeat_age=2)
+    nova.add_server("a")
+    judged_on = nova.services[HOST].updated_at - datetime.timedelta(
+        seconds=10)
+    with pytest.raises(exception.HostAlive, match="the host is alive"):
+        recover(nova, fencer=FakeFencer(nova), heartbeat=judged_on)
+    assert mutations(nova) == []
+    # The heartbeat it was judged on, and no newer: fenced, recovered.
+    report = recover(nova, fencer=FakeFencer(nova),
+                     heartbeat=nova.services[HOST].updated_at)
+    assert report.instances[0].outcome is Outcome.RECOVERED
+
+
 def test_failed_fencing_changes_nothing_in_nova():
     nova = nova_with(state="up")
     nova.add_server("a")

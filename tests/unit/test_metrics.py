@@ -131,4 +131,4 @@ def test_no_metric_has_a_per_instance_label(tmp_path):
     labels = {name for s in exposition(tmp_path) for name in s.labels}
     assert labels <= {"outcome", "method", "kind", "result", "gate",
                       "reason", "driver", "state", "type", "status",
-                      "engine", "le"}, labels
+                      "engine", "le", "cause", "path"}, labels

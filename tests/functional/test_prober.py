@@ -1,0 +1,93 @@
+"""The fast path's prober on real sockets: every host at once, on one
+selector. A port that accepts or refuses is an answer; a host whose
+connections go unanswered (here: a listener whose queue is full, so the
+kernel drops the SYNs) is silent."""
+
+import socket
+
+import pytest
+from oslo_config import cfg
+
+from recovery import concurrency
+from recovery import conf as recovery_conf
+from recovery.probe import Prober
+from recovery.waiting import wait_for
+
+
+@pytest.fixture
+def silent_port():
+    """A listener that never accepts, its queue full: new connections
+    time out, as to a host that lost power."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(4):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+        fillers.append(filler)
+    yield port
+    for sock in (*fillers, listener):
+        sock.close()
+
+
+def prober_for(host, port, resolve=None):
+    """A prober of ``host`` on ``port``, every 0.2 s."""
+    conf = cfg.ConfigOpts()
+    recovery_conf.register_opts(conf)
+    conf([])
+    conf.set_override("probe_interval", 0.2, "detector")
+    conf.set_override("probe_timeout", 0.5, "detector")
+    conf.set_override("liveness_probe", [port], "detector")
+    if resolve is None:
+        conf.set_override("probe_addresses", {host: "127.0.0.1"},
+                          "detector")
+    prober = Prober(conf, concurrency.Clock(), resolve=resolve)
+    prober.watch([host])
+    return prober
+
+
+def test_answers_refusals_and_silence(silent_port):
+    accepting = socket.create_server(("127.0.0.1", 0))
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        refused_port = closed.getsockname()[1]
+    ports = {"up": accepting.getsockname()[1], "refusing": refused_port,
+             "dead": silent_port}
+    probers = {host: prober_for(host, port) for host, port in ports.items()}
+    stopping = concurrency.Event()
+    tasks = [concurrency.spawn(p.run, stopping) for p in probers.values()]
+    try:
+        wait_for(lambda: probers["dead"].view("dead").silent_for
+                 and probers["dead"].view("dead").silent_for > 1.0,
+                 what="the dead host to be silent for 1 s", timeout=10,
+                 interval=0.1, clock=concurrency.Clock())
+        up, refusing = probers["up"].view("up"), probers["refusing"].view(
+            "refusing")
+        assert up.silent_for is None and "accepted" in up.answer
+        assert refusing.silent_for is None and "refused" in refusing.answer
+        assert probers["dead"].view("dead").answer is None
+    finally:
+        stopping.set()
+        for task in tasks:
+            assert task.wait(5)
+        accepting.close()
+
+
+def test_a_name_that_does_not_resolve_is_never_silence():
+    def resolve(host):
+        raise socket.gaierror(-2, "Name or service not known")
+
+    prober = prober_for("nowhere", 22, resolve=resolve)
+    stopping = concurrency.Event()
+    task = concurrency.spawn(prober.run, stopping)
+    try:
+        wait_for(lambda: prober.view("nowhere").unprobed,
+                 what="the probe to give up on the name", timeout=5,
+                 interval=0.05, clock=concurrency.Clock())
+        view = prober.view("nowhere")
+        assert view.silent_for is None
+        assert "probe_addresses" in view.unprobed
+    finally:
+        stopping.set()
+        assert task.wait(5)
