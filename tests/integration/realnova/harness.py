@@ -6,6 +6,11 @@
         nova.fail_host("compute-1")
         nova.wait_service("compute-1", state="down")
 
+Nova's heartbeat settings are the harness's (stack.REPORT_INTERVAL, 1 s,
+and SERVICE_DOWN_TIME, 3 s) unless a start asks for others, such as
+Nova's defaults: ``RealNova(hosts=4, report_interval=10,
+service_down_time=60)``.
+
 Tokens are ``user:project[:roles]`` (see ``stack.context_from_token``).
 Test servers belong to the project ``demo``, not to the engine's
 (``admin``), so that a lock the engine takes is an admin lock.
@@ -51,11 +56,18 @@ class NovaError(Exception):
 
 
 class RealNova:
-    """A real Nova in a child process, with hosts compute-1..N."""
+    """A real Nova in a child process, with hosts compute-1..N.
+
+    ``report_interval`` and ``service_down_time`` (seconds, Nova's
+    options) default to the harness's short ones (stack.py)."""
 
     def __init__(self, hosts: int = 4, start_timeout: float = 90.0,
-                 python: str = sys.executable) -> None:
+                 python: str = sys.executable,
+                 report_interval: int | None = None,
+                 service_down_time: int | None = None) -> None:
         self.hosts = [f"compute-{i}" for i in range(1, hosts + 1)]
+        self._heartbeats = {"--report-interval": report_interval,
+                            "--service-down-time": service_down_time}
         self._start_timeout = start_timeout
         self._python = python
         self._dir = Path(tempfile.mkdtemp(prefix="realnova-"))
@@ -66,11 +78,13 @@ class RealNova:
     # -- lifecycle ------------------------------------------------------
     def start(self) -> RealNova:
         ready = self._dir / "ready.json"
+        heartbeats = [arg for option, value in self._heartbeats.items()
+                      if value is not None for arg in (option, str(value))]
         with open(self.log_path, "wb") as log:
             self._proc = subprocess.Popen(
                 [self._python, "-m", "tests.integration.realnova.server",
                  "--hosts", str(len(self.hosts)), "--port", "0",
-                 "--ready-file", str(ready)],
+                 "--ready-file", str(ready), *heartbeats],
                 cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
                 env={**os.environ, "PYTHONPATH": str(REPO)})
         deadline = time.monotonic() + self._start_timeout
@@ -138,7 +152,8 @@ class RealNova:
 
     # -- hosts ----------------------------------------------------------
     def fail_host(self, host: str) -> None:
-        """Stop the host's nova-compute: Nova sees it down in ~3 s."""
+        """Stop the host's nova-compute: Nova sees it down once its last
+        heartbeat is service_down_time old (3 s by default)."""
         self.control("fail_host", host=host)
 
     def restore_host(self, host: str) -> None:

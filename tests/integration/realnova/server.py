@@ -1,7 +1,8 @@
 """Run a real Nova on 127.0.0.1, in its own process, for integration tests.
 
     python -m tests.integration.realnova.server --hosts 4 --port 0 \\
-        --ready-file /tmp/nova.json
+        --ready-file /tmp/nova.json [--report-interval 1] \\
+        [--service-down-time 3]
 
 Serves the compute API at ``http://127.0.0.1:PORT/v2.1`` (the novaclient
 endpoint; authenticate with ``X-Auth-Token: user:project[:roles]``) and a
@@ -38,6 +39,8 @@ from typing import Any  # noqa: E402
 import eventlet  # noqa: E402
 from eventlet import wsgi as eventlet_wsgi  # noqa: E402
 
+from tests.integration.realnova.stack import REPORT_INTERVAL  # noqa: E402
+from tests.integration.realnova.stack import SERVICE_DOWN_TIME  # noqa: E402
 from tests.integration.realnova.stack import NovaStack  # noqa: E402
 
 LOG = logging.getLogger("realnova")
@@ -147,12 +150,20 @@ def _parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--hosts", type=int, default=4)
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--ready-file", required=True)
+    parser.add_argument("--report-interval", type=int,
+                        default=REPORT_INTERVAL,
+                        help="seconds between two heartbeats of a compute")
+    parser.add_argument("--service-down-time", type=int,
+                        default=SERVICE_DOWN_TIME,
+                        help="seconds without a heartbeat before Nova "
+                             "reports a compute down")
     return parser.parse_args(argv)
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parse(sys.argv[1:] if argv is None else argv)
-    stack = NovaStack(args.hosts)
+    stack = NovaStack(args.hosts, report_interval=args.report_interval,
+                      service_down_time=args.service_down_time)
     try:
         stack.setUp()
     except BaseException:  # the fixtures may have captured sys.stderr

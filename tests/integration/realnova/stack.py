@@ -22,6 +22,8 @@ from nova.servicegroup import api as servicegroup_api
 from nova.tests.functional import integrated_helpers
 
 #: Heartbeat every second; a silent host is reported down after this long.
+#: The defaults of every start (``NovaStack``, ``RealNova``); Nova's own
+#: are 10 s and 60 s.
 REPORT_INTERVAL = 1
 SERVICE_DOWN_TIME = 3
 
@@ -55,15 +57,20 @@ def context_from_token(env: dict[str, Any], **kwargs: Any) -> Any:
 
 
 class NovaStack(integrated_helpers._IntegratedTestBase):
-    """The Nova stack with computes ``compute-1`` .. ``compute-N``."""
+    """The Nova stack with computes ``compute-1`` .. ``compute-N``, each
+    heartbeating every ``report_interval`` seconds and reported down
+    after ``service_down_time`` without one."""
 
     # Real casts: an evacuate returns 202 before the rebuild runs, as in
     # a deployment (the base class would turn casts into blocking calls).
     CAST_AS_CALL = False
 
-    def __init__(self, hosts: int) -> None:
+    def __init__(self, hosts: int, report_interval: int = REPORT_INTERVAL,
+                 service_down_time: int = SERVICE_DOWN_TIME) -> None:
         super().__init__("runTest")
         self.host_names = [f"compute-{i}" for i in range(1, hosts + 1)]
+        self.report_interval = report_interval
+        self.service_down_time = service_down_time
 
     def runTest(self) -> None:  # noqa: N802 - unittest's name
         """Never run: the stack is driven from outside."""
@@ -83,8 +90,8 @@ class NovaStack(integrated_helpers._IntegratedTestBase):
         # The wheel installs api-paste.ini under the venv, not the package.
         self.flags(api_paste_config=os.path.join(
             sys.prefix, "etc", "nova", "api-paste.ini"), group="wsgi")
-        self.flags(report_interval=REPORT_INTERVAL,
-                   service_down_time=SERVICE_DOWN_TIME)
+        self.flags(report_interval=self.report_interval,
+                   service_down_time=self.service_down_time)
         self.flags(**ALLOCATION_RATIOS)
         # A delete is a soft delete (vm_state soft-delete) that is never
         # reclaimed: periodic tasks are off.
