@@ -12,6 +12,7 @@ import datetime
 import functools
 import os
 import time
+import types
 import warnings
 from collections.abc import Callable
 from collections.abc import Iterable
@@ -37,6 +38,7 @@ with warnings.catch_warnings():
     warnings.filterwarnings("ignore", message=r"(?s).*Eventlet is deprecated")
     import eventlet
     import eventlet.patcher
+    import eventlet.tpool
     from eventlet.support import greenlets
 
 
@@ -213,6 +215,25 @@ class Task:
         """Wait for the end; True if it ended within ``timeout``."""
         self._thread.join(timeout)
         return not self._thread.is_alive()
+
+
+def native(module: str) -> types.ModuleType:
+    """``module`` (``socket``, ``selectors``) as Python made it, even in a
+    patched process: for code that ``offload`` runs on a native thread,
+    where a green socket or selector would need the hub."""
+    return eventlet.patcher.original(module)
+
+
+def offload(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a native thread, and its result (or exception).
+    In a patched process the other green threads run meanwhile
+    (eventlet's tpool); otherwise it is a plain call, already on a thread
+    of its own. For a loop of many sockets at once: green ``select``
+    returns one ready socket per call, and would cost a call per socket
+    over every socket."""
+    if is_green():
+        return eventlet.tpool.execute(fn, *args)
+    return fn(*args)
 
 
 def cooperate() -> None:

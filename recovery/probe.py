@@ -16,7 +16,6 @@ import dataclasses
 import errno
 import logging
 import math
-import selectors
 import socket
 from collections.abc import Callable
 from collections.abc import Iterable
@@ -112,20 +111,12 @@ class _History:
     answer: str | None = None
     silent_since: float | None = None
     probed_at: float | None = None       # the last probe's end
-    due: float = 0.0
-
-
-@dataclasses.dataclass
-class _Attempt:
-    host: str
-    started: float
-    sockets: dict[socket.socket, int]    # still connecting, by port
 
 
 class Prober:
-    """Probe every watched host each ``interval``, all at once, with
-    non-blocking connects on one selector: one socket per port of each
-    host in flight, whatever the number of hosts, and no thread per host.
+    """Probe every watched host each ``probe_interval``, all at once,
+    with non-blocking connects on one selector: one socket per port of
+    each host in flight, and no thread per host.
 
     One task runs ``run``; the detector sets the hosts (``watch``) and
     reads ``view``; a lock guards the histories they share. ``record``
@@ -190,109 +181,34 @@ class Prober:
                 history.silent_since = started
 
     def run(self, stopping: concurrency.Event) -> None:
-        """Probe until ``stopping`` is set."""
-        selector = selectors.DefaultSelector()
-        attempts: dict[str, _Attempt] = {}
-        try:
-            while not stopping.is_set():
-                self._turn(selector, attempts, stopping)
-        finally:
-            for attempt in attempts.values():
-                _close_all(selector, attempt)
-            selector.close()
+        """Probe in rounds, one each ``probe_interval``, until
+        ``stopping`` is set."""
+        while not stopping.is_set():
+            started = self._clock.monotonic()
+            self._round(started)
+            rest = (started + self._conf.detector.probe_interval
+                    - self._clock.monotonic())
+            if rest > 0:
+                self._clock.wait(stopping, rest)
 
     def _timeout(self) -> float:
         group = self._conf.detector
         return min(group.probe_timeout, group.probe_interval)
 
-    def _turn(self, selector: selectors.BaseSelector,
-              attempts: dict[str, _Attempt],
-              stopping: concurrency.Event) -> None:
-        """Start the probes that are due, wait for connections until the
-        next thing is due, and end what answered or timed out."""
-        group = self._conf.detector
-        now = self._clock.monotonic()
-        ports = tuple(group.liveness_probe)
-        timeout = self._timeout()
-        for host in self._due(now, attempts):
-            attempt = self._start(host, ports, now, selector)
-            if attempt is not None:
-                attempts[host] = attempt
-        # Past their time: silent.
-        for host, attempt in list(attempts.items()):
-            if now - attempt.started >= timeout:
-                del attempts[host]
-                _close_all(selector, attempt)
-                self.record(host, attempt.started, None)
-        wake = min([a.started + timeout for a in attempts.values()]
-                   + [now + group.probe_interval], default=now)
-        with self._lock:
-            wake = min([wake] + [h.due for h in self._hosts.values()])
-        wait = max(0.0, min(wake - now, group.probe_interval))
-        if not selector.get_map():
-            self._clock.wait(stopping, wait)
+    def _round(self, started: float) -> None:
+        """Probe every host at once, and record what each did."""
+        ports = tuple(self._conf.detector.liveness_probe)
+        targets = {}
+        for host in self.hosts():
+            address = self._address_of(host, started)
+            if address is not None:
+                targets[host] = address
+        if not ports or not targets:
             return
-        for key, _ in selector.select(wait):
-            host, port = key.data
-            attempt = attempts.get(host)
-            sock = key.fileobj
-            selector.unregister(sock)
-            error = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-            sock.close()
-            if attempt is None:
-                continue
-            del attempt.sockets[sock]
-            answer = _answered(host, self._address(host), port, error)
-            if answer is not None or not attempt.sockets:
-                del attempts[host]
-                _close_all(selector, attempt)
-                self.record(host, attempt.started, answer)
-
-    def _due(self, now: float, attempts: dict[str, _Attempt]) -> list[str]:
-        interval = self._conf.detector.probe_interval
-        due = []
-        with self._lock:
-            for host, history in self._hosts.items():
-                if history.due <= now and host not in attempts:
-                    history.due = now + interval
-                    due.append(host)
-        return due
-
-    def _address(self, host: str) -> str | None:
-        with self._lock:
-            history = self._hosts.get(host)
-            return history.address if history else None
-
-    def _start(self, host: str, ports: tuple[int, ...], now: float,
-               selector: selectors.BaseSelector) -> _Attempt | None:
-        address = self._address_of(host, now)
-        if address is None or not ports:
-            return None
-        attempt = _Attempt(host, now, {})
-        for port in ports:
-            answer = None
-            try:
-                sock = socket.socket(_family(address), socket.SOCK_STREAM)
-            except OSError as exc:
-                LOG.warning("Cannot probe %s: %s", host, exc)
-                break
-            sock.setblocking(False)
-            error = sock.connect_ex((address, port))
-            if error in _IN_PROGRESS:
-                selector.register(sock, selectors.EVENT_WRITE, (host, port))
-                attempt.sockets[sock] = port
-                continue
-            sock.close()
-            answer = _answered(host, address, port, error)
-            if answer is not None:
-                _close_all(selector, attempt)
-                self.record(host, now, answer)
-                return None
-        if not attempt.sockets:
-            # Every port failed at once (no route): silent.
-            self.record(host, now, None)
-            return None
-        return attempt
+        answers = concurrency.offload(connect_all, targets, ports,
+                                      self._timeout(), self._clock.monotonic)
+        for host, answer in answers.items():
+            self.record(host, started, answer)
 
     def _address_of(self, host: str, now: float) -> str | None:
         """``host``'s address, resolved again every RESOLVE_EVERY; None,
@@ -324,6 +240,50 @@ class Prober:
 _IN_PROGRESS = (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN)
 
 
+def connect_all(targets: Mapping[str, str], ports: tuple[int, ...],
+                timeout: float, monotonic: Callable[[], float]
+                ) -> dict[str, str | None]:
+    """Try a TCP connection to each port of each host at once (host ->
+    address), polled together, for at most ``timeout`` seconds; return
+    how each host answered, or None for silence on every port. Each host
+    and port costs one socket and one poll event, whatever their number.
+    Runs on a native thread (``concurrency.offload``)."""
+    sockets, select = concurrency.native("socket"), concurrency.native(
+        "select")
+    answers: dict[str, str | None] = {host: None for host in targets}
+    flying: dict[int, tuple[Any, str, int]] = {}    # fd -> socket, host, port
+    poll = select.poll()
+    deadline = monotonic() + timeout
+    try:
+        for host, address in targets.items():
+            for port in ports:
+                sock = sockets.socket(_family(address), sockets.SOCK_STREAM)
+                sock.setblocking(False)
+                error = sock.connect_ex((address, port))
+                if error in _IN_PROGRESS:
+                    poll.register(sock.fileno(), select.POLLOUT)
+                    flying[sock.fileno()] = (sock, host, port)
+                    continue
+                sock.close()
+                answers[host] = answers[host] or _answered(
+                    host, address, port, error)
+        while flying:
+            left = deadline - monotonic()
+            if left <= 0:
+                break
+            for fd, _ in poll.poll(left * 1000):
+                sock, host, port = flying.pop(fd)
+                poll.unregister(fd)
+                error = sock.getsockopt(sockets.SOL_SOCKET, sockets.SO_ERROR)
+                sock.close()
+                answers[host] = answers[host] or _answered(
+                    host, targets[host], port, error)
+    finally:
+        for sock, _, _ in flying.values():
+            sock.close()
+    return answers
+
+
 def _answered(host: str, address: str | None, port: int,
               error: int) -> str | None:
     """How ``host`` answered a connection that ended with ``error`` (0:
@@ -335,13 +295,6 @@ def _answered(host: str, address: str | None, port: int,
         return (f"{host} ({address}) answers on TCP port {port}: the "
                 f"connection was refused, so its network stack runs")
     return None
-
-
-def _close_all(selector: selectors.BaseSelector, attempt: _Attempt) -> None:
-    for sock in attempt.sockets:
-        selector.unregister(sock)
-        sock.close()
-    attempt.sockets.clear()
 
 
 def _family(address: str) -> int:
