@@ -153,7 +153,15 @@ class Fence(base.Step[HostContext]):
         return ctx.fencer.describe()
 
     def execute(self, ctx: HostContext) -> str:
-        return ctx.fencer.power_off(ctx.env.clock)
+        try:
+            return ctx.fencer.power_off(ctx.env.clock)
+        except exception.FencingError as exc:
+            LOG.error("ALARM: %s could not be proved off: %s. Nothing is "
+                      "forced down or evacuated, so its instances stay "
+                      "down until it is: repair its BMC, or make sure it "
+                      "is off and run 'recovery host-failure %s'",
+                      ctx.host, exc, ctx.host)
+            raise
 
 
 class ProbeSilent(base.Step[HostContext]):

@@ -213,13 +213,15 @@ def test_a_heartbeat_newer_than_the_detected_one_stops_the_fencing():
     assert report.instances[0].outcome is Outcome.RECOVERED
 
 
-def test_failed_fencing_changes_nothing_in_nova():
+def test_failed_fencing_changes_nothing_in_nova(caplog):
     nova = nova_with(state="up")
     nova.add_server("a")
     error = exception.FencingError("BMC says no")
     with pytest.raises(exception.FencingError, match="BMC says no"):
         recover(nova, fencer=FakeFencer(nova, error))
     assert mutations(nova) == [("power_off", "")]
+    assert (f"ALARM: {HOST} could not be proved off: BMC says no. Nothing "
+            f"is forced down or evacuated") in caplog.text
 
 
 def test_dry_run_plans_the_fencing_without_fencing():
