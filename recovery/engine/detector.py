@@ -138,6 +138,8 @@ class Detector:
         self._handled: set[str] = set()
         # The fast path's holds already told, by host (or "all hosts").
         self._held: dict[str, str] = {}
+        # Silent, stale hosts without a majority yet, since when.
+        self._waiting: dict[str, float] = {}
         # Whether this engine has views in the store to withdraw.
         self._viewing = False
         self._next_poll = 0.0
@@ -159,7 +161,9 @@ class Detector:
                 self._stale.clear()
                 self._returning.clear()
                 self._held.clear()
+                self._waiting.clear()
                 self.prober.watch(())
+                self._record_views({})
                 self._last_shape = None
             return
         now = self.clock.monotonic()
@@ -278,8 +282,6 @@ class Detector:
                 f"{grace:g} s")
 
     def _probe_seen(self, host: str) -> str:
-        if not self._fast():
-            return "no fast path (no liveness_probe, or fast_path off)"
         view = self.prober.view(host)
         if view.unprobed:
             return view.unprobed
@@ -325,33 +327,38 @@ class Detector:
         if self._held.pop("all hosts", None) is not None:
             LOG.warning("detector: the probes answer again; the fast path "
                         "resumes")
-        views = {host: self.prober.view(host) for host in stale}
-        self._record_views({host: view.silent_for
-                            for host, view in views.items()
-                            if view.silent_for is not None})
-        candidates = {host: service for host, (service, _) in stale.items()
-                      if (views[host].silent_for or 0) >= group.silence_window
+        # Every silent host, stale or not yet: when its heartbeat goes
+        # stale, the other engines' views are there already.
+        views = {host: self.prober.view(host) for host in self.prober.hosts()}
+        silent = {host: view.silent_for for host, view in views.items()
+                  if view.silent_for is not None}
+        self._record_views(silent)
+        candidates = [host for host, (service, _) in stale.items()
+                      if silent.get(host, 0) >= group.silence_window
                       and _name(service) not in self._handled
-                      and self._fenceable(host)}
+                      and self._fenceable(host)]
+        for host in set(self._waiting) - set(candidates):
+            del self._waiting[host]
         if not candidates:
             return None, []
+        fresh = max(group.silence_window, 2 * group.poll_interval,
+                    3 * group.probe_interval)
         agreements = self.store.probe_agreement(
-            self.name, list(candidates), window=group.silence_window,
-            fresh=max(group.silence_window, 2 * group.poll_interval,
-                      3 * group.probe_interval),
+            self.name, candidates, window=group.silence_window, fresh=fresh,
             live_within=self.conf.engine.lease_seconds)
         decisions = []
         for host, agreement in sorted(agreements.items()):
             service, age = stale[host]
-            if not agreement.reached:
+            if agreement.reached:
+                self._waiting.pop(host, None)
+                decisions.append(self._fail_fast(service, age, views[host],
+                                                 agreement))
+            elif now - self._waiting.setdefault(host, now) >= fresh:
+                # Not the other engines' next look: they disagree.
                 self._hold(host, "no_agreement", (
-                    f"silent on this engine's probe for "
-                    f"{views[host].silent_for:.1f} s, but only "
-                    f"{agreement.describe()}: not failed until a majority "
-                    f"agrees"))
-                continue
-            decisions.append(self._fail_fast(
-                service, age, views[host], agreement, now))
+                    f"silent on this engine's probe for {silent[host]:.1f} "
+                    f"s, but only {agreement.describe()}: not failed "
+                    f"until a majority agrees"))
         return None, decisions
 
     def _record_views(self, silent: dict[str, float]) -> None:
@@ -385,8 +392,7 @@ class Detector:
                              self.clock.now())
 
     def _fail_fast(self, service: ComputeService, age: float | None,
-                   view: probe.View, agreement: Agreement,
-                   now: float) -> str:
+                   view: probe.View, agreement: Agreement) -> str:
         group = self.conf.detector
         host = service.host
         heartbeat = ("it never reported" if age is None else
