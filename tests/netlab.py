@@ -13,6 +13,7 @@ host's sshd and libvirtd)::
     host.power_loss()   # link down (packets vanish), nova-compute stops
     host.restore()      # link up, nova-compute restarted
     host.cut_link()     # link down only: nova-compute heartbeats on
+    host.crash_compute()  # nova-compute stops, the host runs on
     host.flap(1.0)      # link down for 1 s, then up
     host.link_bmc(bmc)  # the BMC reading Off powers the host off too
     lab.close()
@@ -41,6 +42,7 @@ import os
 import re
 import select
 import shutil
+import socket
 import sqlite3
 import subprocess
 import sys
@@ -64,6 +66,7 @@ PREFIX = f"rt{os.getpid()}"
 PROBE_PORTS = (22, 16509)
 BMC_POLL = 0.1
 START_TIMEOUT = 10.0
+LINK_UP_TIMEOUT = 5.0
 _NAME = re.compile(r"^rt(\d+)[he]\d+$")
 # Serialises the choice of a free /30 between processes.
 _LOCK_FILE = "/tmp/recovery-netlab.lock"
@@ -122,6 +125,12 @@ class Namespace:
             ip("link", "set", "lo", "up", netns=name)
             ip("link", "set", "eth0", "up", netns=name)
             ip("link", "set", name, "up")
+            # A static neighbour: an outage lasts as long as the link is
+            # down, not until the next ARP retry (up to a second later).
+            mac = re.search(r"link/ether (\S+)", ip(
+                "-o", "link", "show", "dev", "eth0", netns=name)).group(1)
+            ip("neigh", "replace", self.address, "lladdr", mac, "dev", name,
+               "nud", "permanent")
         except BaseException:
             self.delete()
             raise
@@ -132,7 +141,8 @@ class Namespace:
 
     def set_link(self, up: bool) -> None:
         """The namespace side of the veth up or down. Down, packets to
-        the namespace vanish: connections time out, nothing answers."""
+        the namespace vanish at once: connections time out, nothing
+        answers."""
         ip("link", "set", "eth0", "up" if up else "down", netns=self.name)
 
     def delete(self) -> None:
@@ -228,12 +238,27 @@ class TestHost:
     def compute_running(self) -> bool:
         return self._compute_running
 
+    def answers(self, timeout: float = 0.5) -> bool:
+        """Whether a TCP connection to its first port is accepted, from
+        the root namespace."""
+        try:
+            socket.create_connection((self.address, self.ports[0]),
+                                     timeout=timeout).close()
+        except OSError:
+            return False
+        return True
+
     # -- what happens to it ------------------------------------------------
     def power_loss(self) -> None:
         """The power goes: the link goes down and nova-compute stops.
         The BMC does not know: it still reads On."""
         with self._lock:
             self._set_link(False)
+            self._set_compute(False)
+
+    def crash_compute(self) -> None:
+        """nova-compute dies; the host and its link stay up."""
+        with self._lock:
             self._set_compute(False)
 
     def cut_link(self) -> None:
@@ -249,13 +274,15 @@ class TestHost:
             if compute:
                 self._set_compute(True)
 
-    def flap(self, seconds: float) -> None:
+    def flap(self, seconds: float) -> float:
         """The link goes down for ``seconds`` (the scenario, not a wait),
-        then comes back."""
+        then comes back. Returns how long it carried nothing."""
+        started = time.monotonic()
         self.cut_link()
         time.sleep(seconds)
         with self._lock:
             self._set_link(True)
+        return time.monotonic() - started
 
     def link_bmc(self, bmc: Any, interval: float = BMC_POLL) -> None:
         """Power the host off when ``bmc.power_state()`` reads Off: the
@@ -276,9 +303,19 @@ class TestHost:
                 self.power_loss()
 
     def _set_link(self, up: bool) -> None:
-        if self._link_up != up:
-            self.namespace.set_link(up)
-            self._link_up = up
+        if self._link_up == up:
+            return
+        self.namespace.set_link(up)
+        self._link_up = up
+        if up:
+            # Back once the host answers (its side learns the root side's
+            # address again first).
+            deadline = time.monotonic() + LINK_UP_TIMEOUT
+            while not self.answers(timeout=0.05):
+                if time.monotonic() > deadline:
+                    raise NetlabError(f"{self.name} does not answer "
+                                      f"{LINK_UP_TIMEOUT:g} s after its "
+                                      f"link came back")
 
     def _set_compute(self, running: bool) -> None:
         if self._compute_running == running:

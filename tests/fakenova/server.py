@@ -235,6 +235,7 @@ class FakeNova:
                 "forced_down": service.forced_down,
                 "disabled_reason": service.disabled_reason,
                 "running": service.running,
+                "updated_at": service.updated_at,
                 "placement_disabled": service.trait_disabled,
             }
 
