@@ -308,7 +308,7 @@ def test_a_host_that_loses_power_is_fenced_and_recovered(world):
     assert cloud.bmcs[host].power_state() == "On"   # fencing's to do
     found = cloud.wait_finished({host})
     print(f"power loss -> recovered: {time.monotonic() - lost_at:.1f} s")
-    assert list(found) == [host]
+    assert list(found) == [host] and len(cloud.notifications()) == 1
     cloud.assert_recovered(host, found[host])
     assert cloud.powered_off() == {host}
     others = [uuid for h in HOSTS if h != host for uuid in cloud.servers[h]]
@@ -380,6 +380,7 @@ def test_five_hosts_that_lose_power_together_are_each_recovered_once(world):
         cloud.hosts[host].power_loss()
     found = cloud.wait_finished(failed)
     assert set(found) == failed
+    assert len(cloud.notifications()) == len(failed)
     for host in sorted(failed):
         cloud.assert_recovered(host, found[host])
     assert cloud.powered_off() == failed
