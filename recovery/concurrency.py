@@ -1,57 +1,145 @@
-"""Time and concurrency for the whole project.
+"""Time and concurrency for the whole project, on one of two backends.
 
-This is the only module that imports eventlet. Entry points call
-``monkey_patch()`` first thing in ``main()``; every other module asks this
-one for a clock, a task pool, locks and events. A process that was not
-monkey-patched (the unit tests) gets plain threads, and moving away from
-eventlet means changing this file only.
+- ``eventlet`` (the default): the process is monkey-patched; tasks are
+  green threads, and a task pool is a GreenPool.
+- ``threading``: native threads; eventlet is never imported.
+
+This is the only module that imports eventlet, and it does so only when
+that backend is chosen. Entry points call ``start()`` first thing in
+``main()``: it picks the backend (``choose``) and patches the process for
+eventlet. Every other module asks this one for a clock, a task pool,
+locks and events, so that moving away from eventlet means changing this
+file only. A process that was not monkey-patched (the unit tests) gets
+plain threads.
 """
 
+import configparser
 import dataclasses
 import datetime
 import functools
+import glob
+import importlib
 import os
+import sys
 import time
 import types
 import warnings
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Sequence
 from typing import Any
 from typing import Protocol
 
-# The system resolver, not eventlet's green DNS (dnspython): names then
-# resolve as every other tool on the host resolves them (nsswitch,
-# /etc/hosts, systemd-resolved), as Nova's own services chose, and the
-# import of dnspython (some 0.15 s) leaves every command's start.
-# The price: a lookup blocks the process's green threads while it runs.
-# Lookups are rare here (a new connection to Nova, Keystone, a database
-# server or a BMC; kept-alive connections are reused) and answered by the
-# local resolver. Set before eventlet is imported, which reads it then;
-# EVENTLET_NO_GREENDNS=no in the environment brings green DNS back.
-os.environ.setdefault("EVENTLET_NO_GREENDNS", "yes")
+BACKENDS = ("eventlet", "threading")
+DEFAULT_BACKEND = "eventlet"
+# Wins over the config files, as Nova's OS_NOVA_DISABLE_EVENTLET_PATCHING.
+BACKEND_VARIABLE = "RECOVERY_CONCURRENCY_BACKEND"
 
-# The project is built on eventlet on purpose (see README); its deprecation
-# notice, given once when eventlet is imported, would print on every
-# operator command. Silenced for that import only: the process's own
-# warning filters stay as they were.
-with warnings.catch_warnings():
-    warnings.filterwarnings("ignore", message=r"(?s).*Eventlet is deprecated")
-    import eventlet
-    import eventlet.patcher
-    import eventlet.tpool
-    from eventlet.support import greenlets
+
+def start(argv: Sequence[str], prog: str) -> str:
+    """Make the process ready for its backend (``choose``); return it.
+    Call it first thing in an entry point, before anything else is
+    imported: eventlet must patch the process before any lock or socket
+    is made."""
+    backend = choose(argv, prog)
+    if backend == "eventlet":
+        monkey_patch()
+    return backend
+
+
+def choose(argv: Sequence[str], prog: str) -> str:
+    """The backend: ``$RECOVERY_CONCURRENCY_BACKEND``, else
+    ``[DEFAULT] concurrency_backend`` in the config files (those that
+    ``--config-file`` and ``--config-dir`` name, else the ones oslo.config
+    finds for the project and ``prog``), else eventlet. Read with the
+    standard library alone: oslo.config's import makes locks, which must
+    come after the patch. A value that is not a backend is left to the
+    full parse, which refuses it."""
+    chosen = os.environ.get(BACKEND_VARIABLE)
+    if chosen:
+        return chosen if chosen in BACKENDS else DEFAULT_BACKEND
+    parser = configparser.ConfigParser(interpolation=None, strict=False)
+    try:
+        parser.read(_config_files(argv, prog), encoding="utf-8")
+    except configparser.Error:
+        return DEFAULT_BACKEND      # the full parse reports it
+    chosen = parser.defaults().get("concurrency_backend", DEFAULT_BACKEND)
+    return chosen if chosen in BACKENDS else DEFAULT_BACKEND
+
+
+def _config_files(argv: Sequence[str], prog: str) -> list[str]:
+    """The config files oslo.config reads, in its order (later ones
+    win): those the command line names, or else the defaults."""
+    files, dirs = _named(argv, "--config-file"), _named(argv, "--config-dir")
+    if not files and not dirs:
+        homes = [os.path.expanduser("~/.recovery"), os.path.expanduser("~"),
+                 "/etc/recovery", "/etc"]
+        for name in ("recovery", prog):
+            found = [os.path.join(home, f"{name}.conf") for home in homes
+                     if os.path.exists(os.path.join(home, f"{name}.conf"))]
+            files += found[:1]
+            found = [os.path.join(home, f"{name}.conf.d") for home in homes
+                     if os.path.isdir(os.path.join(home, f"{name}.conf.d"))]
+            dirs += found[:1]
+    for directory in dirs:
+        files += sorted(glob.glob(os.path.join(directory, "*.conf")))
+    return list(dict.fromkeys(files))
+
+
+def _named(argv: Sequence[str], flag: str) -> list[str]:
+    """Every value of ``flag`` on the command line (``--flag X`` or
+    ``--flag=X``)."""
+    found = []
+    for n, arg in enumerate(argv):
+        if arg == flag and n + 1 < len(argv):
+            found.append(argv[n + 1])
+        elif arg.startswith(flag + "="):
+            found.append(arg.split("=", 1)[1])
+    return found
+
+
+def _eventlet() -> types.ModuleType:
+    """eventlet, imported now (the eventlet backend only)."""
+    # The system resolver, not eventlet's green DNS (dnspython): names
+    # then resolve as every other tool on the host resolves them
+    # (nsswitch, /etc/hosts, systemd-resolved), as Nova's own services
+    # chose, and the import of dnspython (some 0.15 s) leaves every
+    # command's start. The price: a lookup blocks the process's green
+    # threads while it runs. Lookups are rare here (a new connection to
+    # Nova, Keystone, a database server or a BMC; kept-alive connections
+    # are reused) and answered by the local resolver. Set before eventlet
+    # is imported, which reads it then; EVENTLET_NO_GREENDNS=no in the
+    # environment brings green DNS back.
+    os.environ.setdefault("EVENTLET_NO_GREENDNS", "yes")
+    # The project chose eventlet as its default (see README); its
+    # deprecation notice, given once when eventlet is imported, would
+    # print on every operator command. Silenced for that import only: the
+    # process's own warning filters stay as they were.
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore",
+                                message=r"(?s).*Eventlet is deprecated")
+        import eventlet
+        import eventlet.patcher
+        import eventlet.tpool
+    return eventlet
 
 
 def monkey_patch() -> None:
-    """Make the process green. Call it first thing in an entry point."""
-    eventlet.monkey_patch()
+    """Make the process green (the eventlet backend)."""
+    _eventlet().monkey_patch()
     # psycopg waits on its socket in C unless told otherwise (it detects
     # gevent, not eventlet): every query would stop every green thread.
     os.environ.setdefault("PSYCOPG_WAIT_FUNC", "wait_select")
 
 
 def is_green() -> bool:
-    return eventlet.patcher.is_monkey_patched("thread")
+    patcher = sys.modules.get("eventlet.patcher")
+    return patcher is not None and patcher.is_monkey_patched("thread")
+
+
+def backend() -> str:
+    """The backend this process runs on."""
+    return "eventlet" if is_green() else "threading"
 
 
 class Clock:
@@ -106,7 +194,7 @@ class GreenTaskPool:
 
     def run(self, fn: Callable[[Any], Any],
             items: Iterable[Any]) -> list[TaskOutcome]:
-        pool = eventlet.GreenPool(self.size)
+        pool = _eventlet().GreenPool(self.size)
         # spawn() blocks while the pool is full, which is the bound. The
         # outcome is taken inside the green thread: an exception that
         # left it would also reach eventlet's hub, which prints it to
@@ -221,7 +309,9 @@ def native(module: str) -> types.ModuleType:
     """``module`` (``socket``, ``selectors``) as Python made it, even in a
     patched process: for code that ``offload`` runs on a native thread,
     where a green socket or selector would need the hub."""
-    return eventlet.patcher.original(module)
+    if not is_green():
+        return importlib.import_module(module)
+    return _eventlet().patcher.original(module)
 
 
 def offload(fn: Callable[..., Any], *args: Any) -> Any:
@@ -232,7 +322,7 @@ def offload(fn: Callable[..., Any], *args: Any) -> Any:
     returns one ready socket per call, and would cost a call per socket
     over every socket."""
     if is_green():
-        return eventlet.tpool.execute(fn, *args)
+        return _eventlet().tpool.execute(fn, *args)
     return fn(*args)
 
 
@@ -248,8 +338,18 @@ def spawn(fn: Callable[..., Any], *args: Any) -> Task:
     return Task(fn, *args)
 
 
-class WSGIServer:
+class WSGIServer(Protocol):
     """A running HTTP server (``serve_wsgi``'s), to stop when done."""
+
+    port: int
+
+    def stop(self, timeout: float) -> bool:
+        """Stop listening, then let the requests in flight end, up to
+        ``timeout`` seconds. True if they all ended."""
+
+
+class _GreenWSGIServer:
+    """eventlet.wsgi on a green thread."""
 
     def __init__(self, sock: Any, thread: Any):
         self._sock = sock
@@ -257,11 +357,12 @@ class WSGIServer:
         self.port: int = sock.getsockname()[1]
 
     def stop(self, timeout: float) -> bool:
-        """Stop listening, then let the requests in flight end, up to
-        ``timeout`` seconds. True if they all ended."""
         # The server stops accepting, closes its idle connections and
         # waits for the busy ones; closing the socket here refuses new
         # connections at once, even while it waits.
+        eventlet = _eventlet()
+        from eventlet.support import greenlets
+
         self._thread.kill()
         self._sock.close()
         with eventlet.Timeout(timeout, False):
@@ -273,13 +374,107 @@ class WSGIServer:
         return False
 
 
-def serve_wsgi(host: str, port: int, app: Any, log: Any) -> WSGIServer:
-    """Listen on ``host:port`` and serve ``app`` on a green thread; call
-    it in a monkey-patched process. ``port`` 0 picks a free one (the
-    server's ``port``). Raises OSError if it cannot bind.
-    """
-    import eventlet.wsgi
+class _ThreadWSGIServer:
+    """cheroot's WSGI server: a pool of native threads."""
 
+    # Requests served at once; more wait in the listen queue. The API's
+    # requests are short (a notification stored, a listing read).
+    THREADS = 16
+
+    def __init__(self, host: str, port: int, app: Any, log: Any):
+        import threading
+
+        from cheroot import wsgi
+
+        self._busy = 0
+        self._lock = threading.Lock()
+        self._log = log
+        self._server = wsgi.Server((host, port), self._serve(app),
+                                   numthreads=self.THREADS)
+        # Binds, or raises OSError; and starts the workers, on a daemon
+        # thread so that they are daemons too (a thread inherits it): a
+        # request still hung past the graceful shutdown cannot keep the
+        # process from exiting.
+        _on_daemon_thread(self._server.prepare)
+        self.port = self._server.bind_addr[1]
+        self._thread = threading.Thread(target=self._server.serve,
+                                        name="wsgi", daemon=True)
+        self._thread.start()
+
+    def _serve(self, app: Any) -> Callable[..., Any]:
+        """``app``, counting the requests in flight, with an access log
+        line for each (method, path, status, seconds: never a header)."""
+        def counted(environ: dict, start_response: Any) -> Any:
+            started, status = time.monotonic(), []
+
+            def start(code: str, headers: Any, *exc_info: Any) -> Any:
+                status.append(code.split(" ", 1)[0])
+                return start_response(code, headers, *exc_info)
+
+            with self._lock:
+                self._busy += 1
+            try:
+                body = app(environ, start)
+                try:
+                    return list(body)
+                finally:
+                    getattr(body, "close", lambda: None)()
+            finally:
+                with self._lock:
+                    self._busy -= 1
+                self._log.info(
+                    '%s "%s %s" %s %.6f', environ.get("REMOTE_ADDR"),
+                    environ.get("REQUEST_METHOD"), environ.get("PATH_INFO"),
+                    status[0] if status else "-",
+                    time.monotonic() - started)
+        return counted
+
+    def stop(self, timeout: float) -> bool:
+        deadline = time.monotonic() + timeout
+        # cheroot stops accepting, closes the socket (new connections are
+        # refused at once), then waits for its workers; past the timeout
+        # it waits on without end for a request that hangs: it is left
+        # to it, on a daemon thread.
+        import threading
+
+        self._server.shutdown_timeout = timeout
+        stopping = threading.Thread(target=self._server.stop, daemon=True)
+        stopping.start()
+        stopping.join(timeout)
+        self._thread.join(max(0.0, deadline - time.monotonic()))
+        with self._lock:
+            return not self._busy
+
+
+def _on_daemon_thread(fn: Callable[[], Any]) -> None:
+    """Run ``fn`` on a daemon thread, wait for it, raise what it raised."""
+    import threading
+
+    raised: list[BaseException] = []
+
+    def run() -> None:
+        try:
+            fn()
+        except BaseException as exc:  # noqa: BLE001 - re-raised below
+            raised.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join()
+    if raised:
+        raise raised[0]
+
+
+def serve_wsgi(host: str, port: int, app: Any, log: Any) -> WSGIServer:
+    """Listen on ``host:port`` and serve ``app`` on the backend's own
+    server: eventlet.wsgi on a green thread, or cheroot's thread pool.
+    ``port`` 0 picks a free one (the server's ``port``). Raises OSError
+    if it cannot bind.
+    """
+    if not is_green():
+        return _ThreadWSGIServer(host, port, app, log)
+    eventlet = _eventlet()
+    wsgi = importlib.import_module("eventlet.wsgi")
     sock = eventlet.listen((host, port))
-    return WSGIServer(sock, eventlet.spawn(eventlet.wsgi.server, sock, app,
-                                           log))
+    return _GreenWSGIServer(sock, eventlet.spawn(wsgi.server, sock, app,
+                                                 log))

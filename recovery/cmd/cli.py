@@ -3,7 +3,8 @@ its exit codes).
 
 This module imports nothing that needs the monkey-patch: importing the
 rest creates locks and a socket (SQLAlchemy, urllib3, dateutil) that must
-be green, so ``main`` imports it only once the process is patched.
+be green on the eventlet backend, so ``main`` imports it only once the
+process is ready for its backend (``concurrency.start``).
 """
 
 import gc
@@ -13,7 +14,7 @@ from recovery import concurrency
 
 
 def main(argv: list[str] | None = None) -> int:
-    concurrency.monkey_patch()
+    concurrency.start(sys.argv[1:] if argv is None else argv, "recovery")
     # The import makes some 100,000 objects, all kept for the life of the
     # process: the garbage collector's passes over them while they are
     # made find nothing and take a tenth of the start. Once made, they

@@ -15,7 +15,7 @@ one service, meant to run under systemd (``Type=notify``).
   log levels) from the config files.
 
 ``recovery.engine.server`` holds it; like ``cli``, this module imports it
-only once the process is green.
+only once the process is ready for its backend (``concurrency.start``).
 """
 
 import sys
@@ -24,7 +24,8 @@ from recovery import concurrency
 
 
 def main(argv: list[str] | None = None) -> int:
-    concurrency.monkey_patch()
+    concurrency.start(sys.argv[1:] if argv is None else argv,
+                      "recovery-engine")
     from recovery.engine import server
 
     return server.main(argv)

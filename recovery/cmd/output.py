@@ -101,10 +101,11 @@ def render_engines(engines: list[EngineRecord]) -> str:
     if not engines:
         return "engines: none running"
     table = prettytable.PrettyTable(
-        ["Engine", "Host", "PID", "Last seen", "Runs"])
+        ["Engine", "Host", "PID", "Backend", "Last seen", "Runs"])
     table.align = "l"
     for engine in engines:
         table.add_row([engine.name, engine.host, engine.pid,
+                       engine.backend or "-",
                        f"{engine.silent_for:.0f} s ago",
                        "\n".join(engine.runs) or "-"])
     return f"engines: {len(engines)}\n{table}"

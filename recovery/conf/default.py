@@ -3,6 +3,18 @@
 from oslo_config import cfg
 
 OPTS = [
+    cfg.StrOpt(
+        "concurrency_backend",
+        default="eventlet",
+        choices=[("eventlet", "green threads on a monkey-patched process; "
+                              "the instance pool is a GreenPool"),
+                 ("threading", "native threads; eventlet is never "
+                               "imported")],
+        help="What recovery and recovery-engine run their tasks on. Read "
+             "at start, before anything else is imported (a restart "
+             "changes it); the environment variable "
+             "RECOVERY_CONCURRENCY_BACKEND wins over it.",
+    ),
     cfg.IntOpt(
         "host_failure_recovery_threads",
         mutable=True,

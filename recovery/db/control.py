@@ -42,6 +42,8 @@ class EngineRecord:
     # Seconds since last_seen, by the database's clock.
     silent_for: float
     runs: tuple[str, ...]
+    # Its concurrency backend; None if it registered before 0013.
+    backend: str | None = None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,16 +99,19 @@ class ControlStore(Transactional):
             events.insert(conn, None, now, decision)
         return Arming(**values)
 
-    def engine_seen(self, name: str, host: str, pid: int | None) -> None:
-        """Record that engine ``name`` is alive, by the database's clock;
-        forget engines silent for a day."""
+    def engine_seen(self, name: str, host: str, pid: int | None,
+                    backend: str | None = None) -> None:
+        """Record that engine ``name`` (on concurrency ``backend``) is
+        alive, by the database's clock; forget engines silent for a
+        day."""
         with self._tx() as conn:
             now = self.lease_clock(conn)
             if not conn.execute(engines.update().where(
-                    engines.c.name == name).values(last_seen=now)).rowcount:
+                    engines.c.name == name).values(
+                        last_seen=now, backend=backend)).rowcount:
                 conn.execute(engines.insert().values(
                     name=name, host=host, pid=pid, started_at=now,
-                    last_seen=now))
+                    last_seen=now, backend=backend))
             conn.execute(engines.delete().where(
                 engines.c.last_seen < now - FORGET_AFTER))
 
@@ -179,4 +184,5 @@ class ControlStore(Transactional):
                 name=r.name, host=r.host, pid=r.pid,
                 started_at=r.started_at, last_seen=r.last_seen,
                 silent_for=max(0.0, (now - r.last_seen).total_seconds()),
-                runs=tuple(runs.get(r.name, ()))) for r in rows]
+                runs=tuple(runs.get(r.name, ())), backend=r.backend)
+                for r in rows]

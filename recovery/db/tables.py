@@ -182,6 +182,8 @@ engines = sa.Table(
     sa.Column("pid", sa.Integer, nullable=False),
     sa.Column("started_at", UTCDateTime, nullable=False),
     sa.Column("last_seen", UTCDateTime, nullable=False),
+    # Its concurrency backend (eventlet, threading); NULL before 0013.
+    sa.Column("backend", sa.String(16)),
 )
 
 # Each engine's view of a host that its liveness probes find silent (the

@@ -238,13 +238,26 @@ def _with_metrics(api: Any) -> Any:
     return route
 
 
+def _log_backend(conf: cfg.ConfigOpts) -> None:
+    running = concurrency.backend()
+    if (running != conf.concurrency_backend
+            and not os.environ.get(concurrency.BACKEND_VARIABLE)):
+        # The start read the config files itself, before oslo.config:
+        # one it did not find can only be a bug, never silent.
+        LOG.warning("[DEFAULT] concurrency_backend is %s, but this process "
+                    "started on %s: set RECOVERY_CONCURRENCY_BACKEND to "
+                    "choose", conf.concurrency_backend, running)
+    LOG.info("Concurrency backend: %s", running)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """``recovery-engine``, in a monkey-patched process."""
+    """``recovery-engine``, in a process ready for its backend."""
     try:
         conf = load_conf(argv)
     except cfg.Error as exc:
         print(f"recovery-engine: error: {exc}", file=sys.stderr)
         return EXIT_CONFIG
+    _log_backend(conf)
     try:
         build(conf, Notifier()).run()
     except exception.ConfigError as exc:

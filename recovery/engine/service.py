@@ -130,7 +130,8 @@ class Engine:
         now = self.clock.monotonic()
         if now < self._next_report:
             return
-        self.store.engine_seen(self.owner, *split_owner(self.owner))
+        self.store.engine_seen(self.owner, *split_owner(self.owner),
+                               backend=concurrency.backend())
         self._next_report = now + self.conf.engine.lease_seconds / 3
 
     def _leave(self) -> None:

@@ -1,6 +1,7 @@
 """The child process of ``test_engine_server``: recovery-engine's
-``Server`` in a monkey-patched process, around a stand-in engine, store
-and app that note what happens, in order; the notes go to stdout as JSON.
+``Server`` on the backend RECOVERY_CONCURRENCY_BACKEND names, around a
+stand-in engine, store and app that note what happens, in order; the
+notes go to stdout as JSON, the backend first.
 
 ``python -m tests.functional.server_child SCENARIO``, where SCENARIO is
 
@@ -9,7 +10,7 @@ and app that note what happens, in order; the notes go to stdout as JSON.
 - ``hung-request``: the same with a request that never ends;
 - ``taken-port``: the API's port is taken.
 
-Like the entry points, it imports the project only once patched.
+Like the entry points, it imports the project only once started.
 """
 
 import json
@@ -107,7 +108,8 @@ class Warnings(logging.Handler):
 
 
 def main(scenario: str) -> list[str]:
-    concurrency.monkey_patch()
+    # The backend the test names (RECOVERY_CONCURRENCY_BACKEND).
+    concurrency.start([], "server_child")
     from oslo_config import cfg
 
     from recovery import conf as recovery_conf
@@ -123,7 +125,7 @@ def main(scenario: str) -> list[str]:
     taken.listen()
     port = taken.getsockname()[1] if scenario == "taken-port" else 0
     conf.set_override("port", port, "api")
-    notes: list[str] = []
+    notes: list[str] = [f"backend: {concurrency.backend()}"]
     logging.getLogger("recovery.engine").addHandler(Warnings(notes))
 
     def previous(signum, frame):

@@ -2,8 +2,11 @@
 against the fake Nova, what it tells systemd, and its signals."""
 
 import collections
+import os
 import signal
 
+from recovery import concurrency
+from tests.functional.cli_process import run_cli
 from tests.functional.engine_process import LOCK_REASON
 from tests.functional.engine_process import wait_until
 
@@ -106,6 +109,16 @@ def test_watchdog_and_status_reach_systemd(nova, engine):
     engine.drain()
     assert any(m.get("STATUS", "").startswith("idle")
                for m in engine.messages)
+
+
+def test_recovery_status_shows_each_engine_s_backend(nova, engine):
+    engine.start()
+    wait_until(lambda: engine.store().engines(), what="the engine listed")
+    shown = run_cli(engine.config, "status").stdout
+    backend = os.environ.get(concurrency.BACKEND_VARIABLE, "eventlet")
+    [row] = [line for line in shown.splitlines() if f"| {engine.proc.pid} "
+             in line]
+    assert f"| {backend} " in row
 
 
 def test_sigterm_drains_in_flight_instances_and_exits_zero(nova, engine):

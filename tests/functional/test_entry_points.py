@@ -8,6 +8,7 @@ import sys
 
 import pytest
 
+from recovery import concurrency
 from tests.bmc import ROOT
 
 ENTRY_POINTS = ["recovery.cmd.cli", "recovery.cmd.engine"]
@@ -84,3 +85,43 @@ def test_no_eventlet_notice_and_no_process_wide_filter():
                            "from recovery import concurrency\n"
                            "print(warnings.filters)").stdout
     assert "Eventlet" not in filters
+
+
+# A real command on threads: it opens the store and reads it.
+ON_THREADS = """
+import sys
+
+from recovery.cmd import cli
+
+status = cli.main(sys.argv[1:])
+print(status, "eventlet" in sys.modules, file=sys.stderr)
+"""
+
+
+def _status(tmp_path, environ=(), backend_line=""):
+    config = tmp_path / "recovery.conf"
+    config.write_text(f"[DEFAULT]\n{backend_line}\n[database]\n"
+                      f"connection = sqlite:///{tmp_path}/r.sqlite\n")
+    env = {k: v for k, v in os.environ.items()
+           if k != concurrency.BACKEND_VARIABLE}
+    env.update(environ)
+    result = subprocess.run(
+        [sys.executable, "-c", ON_THREADS, "--config-file", str(config),
+         "status"], capture_output=True, text=True, timeout=60, cwd=ROOT,
+        env=env)
+    return result.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize("environ, backend_line, imported", [
+    ({}, "", "True"),
+    ({}, "concurrency_backend = threading", "False"),
+    ({concurrency.BACKEND_VARIABLE: "threading"}, "", "False"),
+    # The variable wins over the file.
+    ({concurrency.BACKEND_VARIABLE: "eventlet"},
+     "concurrency_backend = threading", "True"),
+])
+def test_the_backend_is_chosen_before_anything_is_imported(
+        tmp_path, environ, backend_line, imported):
+    """On threads eventlet is never imported, not even by a command that
+    opens the store; the environment variable wins over the config."""
+    assert _status(tmp_path, environ, backend_line) == f"0 {imported}"

@@ -22,6 +22,7 @@ ADDED = {
     "0011": ("ALTER TABLE instance_journal DROP COLUMN evacuate_sent_at",
              "ALTER TABLE instance_journal DROP COLUMN lock_uncertain_at"),
     "0012": ("DROP TABLE probe_views",),
+    "0013": ("ALTER TABLE engines DROP COLUMN backend",),
 }
 
 
