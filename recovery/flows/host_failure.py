@@ -161,7 +161,9 @@ class Fence(base.Step[HostContext]):
                       "down until it is: repair its BMC, or make sure it "
                       "is off and run 'recovery host-failure %s'",
                       ctx.host, exc, ctx.host)
-            raise
+            # The run's message names the host, as the alarm does.
+            raise type(exc)(f"{ctx.host} could not be proved off: "
+                            f"{exc}") from exc
 
 
 class ProbeSilent(base.Step[HostContext]):

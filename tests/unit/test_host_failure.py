@@ -217,7 +217,8 @@ def test_failed_fencing_changes_nothing_in_nova(caplog):
     nova = nova_with(state="up")
     nova.add_server("a")
     error = exception.FencingError("BMC says no")
-    with pytest.raises(exception.FencingError, match="BMC says no"):
+    with pytest.raises(exception.FencingError,
+                       match=f"^{HOST} could not be proved off: BMC says no"):
         recover(nova, fencer=FakeFencer(nova, error))
     assert mutations(nova) == [("power_off", "")]
     assert (f"ALARM: {HOST} could not be proved off: BMC says no. Nothing "
