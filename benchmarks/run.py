@@ -2,12 +2,15 @@
 
     python -m benchmarks.run          (or: tox -e bench)
 
-Needs the ``integration`` extra (the real Nova of benchmark 1). The soak
-(benchmarks/soak.py) alone takes about 22 minutes. Each
-benchmark also prints its own table and writes benchmarks/results/*.json.
+Needs the ``integration`` extra (the real Nova of benchmark 1), and root
+for the network namespaces of the fast path's (benchmarks/fastpath.py,
+about 20 minutes). The soak (benchmarks/soak.py) alone takes about 22
+minutes. Each benchmark also prints its own table and writes
+benchmarks/results/*.json.
 """
 
 from benchmarks import detector
+from benchmarks import fastpath
 from benchmarks import latency
 from benchmarks import metrics
 from benchmarks import rack
@@ -25,6 +28,7 @@ def main() -> None:
     latency_data = latency.main()
     store_data = store.main()
     detector_data = detector.main()
+    fastpath_data = fastpath.main()
     metrics_data = metrics.main()
     startup_data = startup.main()
     soak_data = soak.main()
@@ -55,6 +59,18 @@ def main() -> None:
          detector_data["max_s"], f"<= {detector_data['target_s']:g}"),
         ("detector Nova requests per poll", detector_data[
             "idle_requests_per_poll"], "1"),
+    ]
+    fast, slow = fastpath_data["fast"], fastpath_data["slow"]
+    rows += [(f"fast path p95, {label} (s)", fast[key]["p95"],
+              f"<= {fastpath.TARGETS[key]:g}")
+             for key, label in fastpath.SEGMENTS.items()]
+    rows += [
+        ("slow path p50, power loss -> first evacuate (s)",
+         slow["loss_to_evacuate"]["p50"], "report"),
+        ("detector CPU, 1,000 hosts (s per s)",
+         fastpath_data["cost"]["cpu_s_per_s"], "report"),
+        ("detector Nova requests per poll, 1,000 hosts",
+         fastpath_data["cost"]["requests_per_poll"], "1"),
     ]
     rows += [
         ("metrics' CPU per instance, 1,000 in flight (ms)",
