@@ -11,6 +11,53 @@ eventlet. Every other module asks this one for a clock, a task pool,
 locks and events, so that moving away from eventlet means changing this
 file only. A process that was not monkey-patched (the unit tests) gets
 plain threads.
+
+Shared state. On threads a task may be preempted anywhere, not only where
+it waits. The rule: a lock guards data only; no I/O (Nova, the store, a
+socket) and no callback is made under it: what is to be written or told
+is collected under the lock and done once it is released. Every object
+that more than one task touches, who touches it, and its guard:
+
+- ``LeaseKeeper`` (engine/lease.py), its leases: the engine's loop
+  (track), each run's task (untrack), the keeper's task (renew). Its
+  lock; renewals outside it; the leases-held gauge counted up and down.
+- ``Lease``: a run's instance tasks (a check before each Nova request,
+  each journal write) and the keeper's renewals. Its lock guards the
+  deadline (the later one stays), the loss (lost once, told once) and
+  the end (``end``: a renewal that the run's last write overtook is no
+  loss).
+- ``Phases`` (flows/priority.py): a host run's instance tasks. Its lock;
+  ``on_timeout`` (a store write) after it; ``leave`` never raises it.
+- ``ReservedHosts`` (flows/placement.py): a host run's instance tasks.
+  Its lock for the host in use, those left and the failures; one task
+  takes the next host (Nova, the store) with no lock held while the
+  others wait for its outcome (an ``Event``); reports after the lock.
+- ``EvacuationWatcher`` (flows/watcher.py): every instance task of every
+  run of the engine. Its lock for the migrations seen and the poll
+  count; one poll at a time, made outside the lock by the caller that
+  found it due, the others wait for its ``Event``.
+- ``RateLimiter`` (ratelimit.py): every Nova request of the process. Its
+  lock reserves a slot; the wait for it is outside.
+- ``METRICS`` (metrics.py): every task and the scrape. prometheus_client
+  locks each value. A run's ``InstanceOutcomes``: its instance tasks;
+  its lock makes "counted" one step.
+- ``Prober`` (probe.py), the probe histories: the prober's task (record,
+  resolve) and the engine's loop (the detector: watch, view). Its lock;
+  name resolution and the connects outside it.
+- ``Detector`` (engine/detector.py): the engine's loop alone; it shares
+  only the prober.
+- ``Engine._runs`` (engine/service.py): the engine's loop alone (claim,
+  reap, drain, status); the /metrics scrape reads its size only.
+- The journal's ``CommitGroup`` (db/journal.py): every instance task's
+  journal write. A lock for the pending entries; ``commit_lock`` is the
+  turn to commit, held across the transaction by design: the tasks
+  waiting on it wait for their own entries, which it commits.
+- ``StoreRecorder`` (engine/runner.py), the news told: a run's instance
+  tasks, each under its own instance's key.
+- The Nova session (nova.py): every task. urllib3's connection pool is
+  thread-safe; the guard is per task (``TaskLocal``); the proxy lookup
+  cache may compute one entry twice, the same.
+- The threaded WSGI server's requests in flight: its lock.
 """
 
 import configparser

@@ -19,6 +19,7 @@ import prometheus_client
 from prometheus_client import core
 from prometheus_client.registry import Collector
 
+from recovery.concurrency import Lock
 from recovery.results import InstanceResult
 from recovery.results import Outcome
 from recovery.results import Phase
@@ -152,26 +153,32 @@ class Metrics:
 
 class InstanceOutcomes:
     """A run's ``Recorder`` listener: counts each instance's outcome,
-    once, with the time it took when it was recovered."""
+    once, with the time it took when it was recovered. The run's tasks
+    tell it at once: the lock makes "not counted yet" and "counted" one
+    step."""
 
     def __init__(self) -> None:
+        self._lock = Lock()
         self._counted: set[str] = set()
 
     def instance_changed(self, result: InstanceResult) -> None:
         # An evacuated instance has its outcome before its unlock, and
         # its time once done; a skipped one is done where it is.
-        done = result.phase is Phase.DONE or result.outcome is (
-            Outcome.SKIPPED)
-        if not done or result.outcome is None or (
-                result.uuid in self._counted):
+        uuid, outcome = result.uuid, result.outcome
+        done = result.phase is Phase.DONE or outcome is Outcome.SKIPPED
+        if not done or outcome is None:
             return
-        self._counted.add(result.uuid)
+        with self._lock:
+            first = uuid not in self._counted
+            self._counted.add(uuid)
+        if not first:
+            return
         seconds = None
-        if (result.outcome is Outcome.RECOVERED and result.started_at
+        if (outcome is Outcome.RECOVERED and result.started_at
                 and result.finished_at):
             seconds = (result.finished_at
                        - result.started_at).total_seconds()
-        METRICS.instance_done(result.outcome.value, result.method, seconds)
+        METRICS.instance_done(outcome.value, result.method, seconds)
 
     def step_changed(self, step: str, state: str, message: str) -> None:
         """Steps are not counted."""

@@ -26,39 +26,59 @@ LOG = logging.getLogger(__name__)
 
 
 class Lease:
+    """One run's lease. The run's tasks, and the keeper's, use it at
+    once: its lock guards the deadline, the loss and the end, and is
+    never held across a write, a log line or a metric."""
+
     def __init__(self, notification: Notification, owner: str,
                  seconds: float, clock: concurrency.Clock, taken_at: float):
         """``taken_at``: the monotonic time before the take was sent."""
         self.uuid = notification.uuid
         self.holder = Holder(owner, notification.version, seconds)
         self._clock = clock
+        self._lock = concurrency.Lock()
         self._deadline = taken_at + seconds
         self._lost: str | None = None
+        # The run's last write (``end``) is sent or made: the keeper
+        # renews it no more.
+        self._ending = False
 
     def extended(self, sent_at: float) -> None:
         """The database extended the lease by a statement sent at
         ``sent_at`` (monotonic)."""
-        self._deadline = max(self._deadline, sent_at + self.holder.lease)
+        until = sent_at + self.holder.lease
+        with self._lock:
+            # Two writes may answer in either order: the later deadline
+            # stays.
+            self._deadline = max(self._deadline, until)
 
     def lose(self, why: str) -> None:
-        if self._lost is None:
+        with self._lock:
+            first = self._lost is None
+            if first:
+                self._lost = why
+        if first:
+            # Once, whichever of the run's tasks found it first.
             METRICS.leases_lost.inc()
             LOG.error("Lost the lease of notification %s: %s. This "
                       "process sends nothing more to Nova for it; the "
                       "engine that takes it over finishes it from the "
                       "journal", self.uuid, why)
-            self._lost = why
 
     def check(self) -> None:
         """Raise ``LeaseLost`` unless this process may still act."""
-        late = self._clock.monotonic() - self._deadline
-        if self._lost is None and late >= 0:
+        now = self._clock.monotonic()
+        with self._lock:
+            late, lost = now - self._deadline, self._lost
+        if lost is None and late >= 0:
             self.lose(f"it ran out {late:.1f} s ago by this process's "
                       f"clock (it was frozen, or cut off from the "
                       f"database)")
-        if self._lost is not None:
+        with self._lock:
+            lost = self._lost
+        if lost is not None:
             raise exception.LeaseLost(
-                f"notification {self.uuid}: lease lost: {self._lost}")
+                f"notification {self.uuid}: lease lost: {lost}")
 
     def write(self, fn, *args, **kwargs):
         """Make the store write ``fn(*args, holder=..., **kwargs)`` for
@@ -74,15 +94,49 @@ class Lease:
         self.extended(sent_at)
         return result
 
+    def end(self, fn, *args, **kwargs):
+        """``write``, for the run's last write (the store's ``finish``):
+        from now on the keeper renews it no more, and a renewal that the
+        end overtook (the run is no longer running, so no longer held) is
+        not a loss."""
+        with self._lock:
+            self._ending = True
+        return self.write(fn, *args, **kwargs)
+
+    def renew(self, fn) -> bool:
+        """The keeper's renewal, ``fn(uuid, holder=...)``: False, and
+        nothing sent or nothing lost, once the run is ending."""
+        with self._lock:
+            if self._ending:
+                return False
+        self.check()
+        sent_at = self._clock.monotonic()
+        try:
+            fn(self.uuid, holder=self.holder)
+        except exception.LeaseLost as exc:
+            with self._lock:
+                ending = self._ending
+            if ending:
+                return False
+            self.lose(str(exc))
+            raise
+        self.extended(sent_at)
+        return True
+
 
 class LeaseKeeper:
     """Renews the leases of this process's runs every third of a lease,
     so no other engine takes over a run that is alive. A lease the
-    database no longer grants is lost, never revived."""
+    database no longer grants is lost, never revived.
+
+    The engine's loop tracks a run, the run's own task untracks it, and
+    the keeper's task renews: the lock guards the leases it keeps, and
+    is held neither across a renewal nor for the metric."""
 
     def __init__(self, store: Store, clock: concurrency.Clock,
                  seconds: float):
         self._store, self._clock, self._seconds = store, clock, seconds
+        self._lock = concurrency.Lock()
         self._leases: dict[str, Lease] = {}
         self._closed = concurrency.Event()
         self._task: concurrency.Task | None = None
@@ -91,18 +145,37 @@ class LeaseKeeper:
         self._task = concurrency.spawn(self._renew_until_closed)
 
     def track(self, lease: Lease) -> None:
-        self._leases[lease.uuid] = lease
-        METRICS.leases.set(len(self._leases))
+        with self._lock:
+            added = self._leases.setdefault(lease.uuid, lease) is lease
+        if added:
+            # Counted up and down, not set to a size: changes made at once
+            # by several tasks add up, in whatever order they land.
+            METRICS.leases.inc()
 
     def untrack(self, lease: Lease) -> None:
-        self._leases.pop(lease.uuid, None)
-        METRICS.leases.set(len(self._leases))
+        with self._lock:
+            removed = self._leases.get(lease.uuid) is lease
+            if removed:
+                del self._leases[lease.uuid]
+        if removed:
+            METRICS.leases.dec()
+
+    def tracked(self) -> list[Lease]:
+        with self._lock:
+            return list(self._leases.values())
+
+    def _still_tracked(self, lease: Lease) -> bool:
+        with self._lock:
+            return self._leases.get(lease.uuid) is lease
 
     def renew(self) -> None:
-        for lease in list(self._leases.values()):
+        for lease in self.tracked():
+            # A run that ended since the list was made is not renewed.
+            if not self._still_tracked(lease):
+                continue
             try:
-                lease.write(self._store.renew, lease.uuid)
-                METRICS.renewals.labels("renewed").inc()
+                if lease.renew(self._store.renew):
+                    METRICS.renewals.labels("renewed").inc()
             except exception.LeaseLost:
                 METRICS.renewals.labels("lost").inc()
                 self.untrack(lease)

@@ -24,6 +24,7 @@ import logging
 from typing import Protocol
 
 from recovery import exception
+from recovery.concurrency import Event
 from recovery.concurrency import Lock
 from recovery.flows.context import Env
 from recovery.results import StepState
@@ -125,9 +126,25 @@ class Auto:
         return []
 
 
+@dataclasses.dataclass(eq=False)
+class _Take:
+    """One task's take of the next reserved host."""
+
+    done: Event
+    answered: bool = False
+    host: str | None = None
+
+
 class ReservedHosts:
     """The reserved hosts of a segment, taken one at a time, shared by
-    every instance of one host recovery."""
+    every instance of one host recovery.
+
+    Every task of the run asks it at once. Its lock guards what it knows
+    (the host in use, those left, the failures) and is never held across
+    a call to Nova or the store: taking the next host is one task's
+    (the others wait for its outcome, and take the same host), and what
+    is reported to the recorder is reported once the lock is released.
+    """
 
     name = RESERVED_HOST
 
@@ -144,6 +161,8 @@ class ReservedHosts:
         self._left: set[str] = set()     # taken, then left: full or bad
         self._failures: dict[str, int] = {}
         self._why_none = ""
+        # The take in progress (one task's), if any.
+        self._taking: _Take | None = None
 
     def describe(self) -> str:
         if self._segment is None:
@@ -154,24 +173,51 @@ class ReservedHosts:
     def destinations(self) -> list[str]:
         """The reserved hosts not yet left: the one in use first."""
         names = [h.name for h in self._candidates()]
-        current = self._current
+        with self._lock:
+            current = self._current
         return ([current] if current in names else []) + [
             n for n in names if n != current]
 
     def _candidates(self) -> list[HostRecord]:
-        return [h for h in self._store.reserved_hosts(
-            self._segment, self._notification)
-            if h.name not in self._left and h.name != self._failed_host]
+        hosts = self._store.reserved_hosts(self._segment, self._notification)
+        with self._lock:
+            left = set(self._left)
+        return [h for h in hosts
+                if h.name not in left and h.name != self._failed_host]
 
     def target(self) -> Target | None:
         """The reserved host to evacuate to now, taking the next one if
-        needed; None when none is left."""
-        with self._lock:
-            if self._current is None:
-                self._current = self._take_next()
-            if self._current is None:
-                return None
-            return Target(RESERVED_HOST, self._current)
+        needed; None when none is left. While one task takes the next
+        host, the others wait for it: one host is taken at a time."""
+        while True:
+            with self._lock:
+                if self._current is not None:
+                    return Target(RESERVED_HOST, self._current)
+                take = self._taking
+                mine = take is None
+                if mine:
+                    take = self._taking = _Take(Event())
+            if mine:
+                return self._take(take)
+            self._env.clock.wait(take.done, None)
+            if take.answered and take.host is None:
+                return None     # the take this task waited for found none
+
+    def _take(self, take: "_Take") -> Target | None:
+        """This task's take of the next host, with no lock held. The
+        tasks waiting for it go on once it ends: with its host, with
+        none when none is left, or (it raised) the next of them tries."""
+        try:
+            take.host = self._take_next()
+            take.answered = True
+        finally:
+            with self._lock:
+                self._taking = None
+                if take.answered:
+                    self._current = take.host
+            take.done.set()
+        return None if take.host is None else Target(RESERVED_HOST,
+                                                     take.host)
 
     def failed(self, target: Target, no_valid_host: bool) -> bool:
         """An evacuation to ``target`` failed. Whether the same instance
@@ -179,49 +225,63 @@ class ReservedHosts:
         (full), no when the instance itself may be the cause."""
         with self._lock:
             if no_valid_host:
-                self._leave(target.host, "the scheduler refused it (full "
-                                         "or unfit)")
-                return True
-            count = self._failures.get(target.host, 0) + 1
-            self._failures[target.host] = count
-            if count >= MAX_FAILURES_PER_HOST:
-                self._leave(target.host, f"{count} evacuations to it "
-                                         f"failed")
-            return False
+                told = self._leave(target.host, "the scheduler refused it "
+                                                "(full or unfit)")
+                retry = True
+            else:
+                count = self._failures.get(target.host, 0) + 1
+                self._failures[target.host] = count
+                told = (self._leave(target.host, f"{count} evacuations to "
+                                                 f"it failed")
+                        if count >= MAX_FAILURES_PER_HOST else None)
+                retry = False
+        self._tell(told)
+        return retry
 
     def timed_out(self, target: Target) -> None:
         with self._lock:
-            self._leave(target.host, "an evacuation to it did not finish "
-                                     "in time")
+            told = self._leave(target.host, "an evacuation to it did not "
+                                            "finish in time")
+        self._tell(told)
 
     def why_none(self) -> str:
-        return self._why_none
+        with self._lock:
+            return self._why_none
 
-    def _leave(self, host: str, why: str) -> None:
+    def _leave(self, host: str, why: str) -> tuple[StepState, str] | None:
+        """Under the lock: leave ``host``; what to report, if anything
+        (``_tell``, after the lock)."""
         if host in self._left:
-            return
+            return None
         self._left.add(host)
         if self._current == host:
             self._current = None
-        self._report(StepState.RUNNING, f"moving on from reserved host "
-                                        f"{host}: {why}")
+        return StepState.RUNNING, f"moving on from reserved host {host}: {why}"
+
+    def _tell(self, report: tuple[StepState, str] | None) -> None:
+        if report is not None:
+            self._report(*report)
 
     def _report(self, state: StepState, message: str) -> None:
         LOG.info("%s: %s", self._failed_host, message)
         self._env.recorder.step_changed(STEP, state, message)
 
     def _take_next(self) -> str | None:
+        """The next usable host, claimed and readied; None when none is
+        left. One task at a time (``target``), with no lock held."""
         if self._segment is None:
-            self._why_none = (f"{self._failed_host} is in no failover "
-                              f"segment, so it has no reserved hosts")
+            with self._lock:
+                self._why_none = (f"{self._failed_host} is in no failover "
+                                  f"segment, so it has no reserved hosts")
             return None
         for host in self._candidates():
             if self._usable(host):
                 return host.name
-        self._why_none = ("no reserved host of the segment is left (up "
-                          "in Nova, not on maintenance, not taken by "
-                          "another recovery)")
-        self._report(StepState.FAILURE, self._why_none)
+        why = ("no reserved host of the segment is left (up in Nova, not "
+               "on maintenance, not taken by another recovery)")
+        with self._lock:
+            self._why_none = why
+        self._report(StepState.FAILURE, why)
         return None
 
     def _usable(self, host: HostRecord) -> bool:
@@ -254,7 +314,8 @@ class ReservedHosts:
         return True
 
     def _skip(self, host: HostRecord, why: str) -> None:
-        self._left.add(host.name)
+        with self._lock:
+            self._left.add(host.name)
         self._report(StepState.RUNNING, f"skipping reserved host "
                                         f"{host.name}: {why}")
 

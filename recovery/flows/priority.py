@@ -53,6 +53,14 @@ class Phases:
     open for ``timeout`` seconds of ``clock`` (then ``on_timeout(i)`` is
     called once, with the 1-based number of the late phase).
 
+    ``on_timeout`` is called by the task that found the phase late, once
+    the lock is released: it writes to the store, and no task waits on a
+    write of another's. What it raises is raised by ``enter`` (the task
+    has not started: a lost lease or a failed store stops the run there)
+    and logged by ``leave``, which runs in a ``finally`` where it would
+    replace the task's own outcome (a lost lease is remembered by the
+    lease: the run's next write raises it again).
+
     The pool takes the tasks in phase order, so a task that waits holds a
     slot only once every task of the earlier phases has started.
     """
@@ -73,39 +81,63 @@ class Phases:
         self._opened_at[index] = self._clock.monotonic()
         self._gates[index].set()
 
-    def _advance(self) -> float | None:
-        """Open what may open, under the lock; return the seconds until
+    def _advance(self) -> tuple[float | None, list[int]]:
+        """Open what may open, under the lock. Return the seconds until
         the next timeout that would open a gate (None: nothing to wait
-        for on the clock)."""
+        for on the clock), and the late phases (1-based) that this call
+        opened the next one for: for ``_late``, after the lock."""
+        late_phases: list[int] = []
         for index in range(1, len(self._gates)):
             if self._gates[index].is_set():
                 continue
             before = index - 1
             if not self._gates[before].is_set():
-                return None
+                break
             if self._left[before] <= 0:
                 self._open(index)
                 continue
             late = (self._clock.monotonic() - self._opened_at[before]
                     - self._timeout)
             if late < 0:
-                return -late
-            # Open first: a recorder that fails keeps no phase shut.
+                return -late, late_phases
+            # Opened here, told after: a recorder that fails keeps no
+            # phase shut.
             self._open(index)
-            self._on_timeout(before + 1)
-        return None
+            late_phases.append(before + 1)
+        return None, late_phases
+
+    def _late(self, phases: list[int]) -> None:
+        """Call ``on_timeout`` for each of ``phases``, outside the lock;
+        raise the first failure once each has been called."""
+        failure: Exception | None = None
+        for phase in phases:
+            try:
+                self._on_timeout(phase)
+            except Exception as exc:
+                failure = failure or exc
+        if failure is not None:
+            raise failure
 
     def enter(self, phase: int) -> None:
         """Wait until ``phase`` (1-based) is open."""
         index = phase - 1
         while True:
             with self._lock:
-                wait = self._advance()
-                if self._gates[index].is_set():
-                    return
+                wait, late = self._advance()
+                opened = self._gates[index].is_set()
+            self._late(late)
+            if opened:
+                return
             self._clock.wait(self._gates[index], wait)
 
     def leave(self, phase: int) -> None:
+        """``phase``'s task has ended. Never raises what ``on_timeout``
+        raised: it is logged."""
         with self._lock:
             self._left[phase - 1] -= 1
-            self._advance()
+            _, late = self._advance()
+        try:
+            self._late(late)
+        except Exception as exc:
+            LOG.warning("Could not record that phase %s is late: %s",
+                        ", ".join(str(p) for p in late), exc)
