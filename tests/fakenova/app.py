@@ -43,6 +43,10 @@ class NovaApp:
         if req.method == "POST" and _ACTION_PATH.match(req.path):
             action = handlers.action_name(req.body)
         rule = self.state.take_injection(req.method, req.path, action)
+        # Random latency, if set: outside the lock, as a busy API's.
+        delay = self.state.request_delay()
+        if delay:
+            self.state.stopping.wait(delay)
         status, body, headers = self._respond(environ, req, rule)
         with self.state.lock:
             self.state.requests.append({

@@ -50,7 +50,7 @@ class Evacuation:
         self.outcome = server.evacuation_outcome
         self.migration: Migration | None = None
         self.call: dict[str, Any] = {}
-        self.latency = state.evacuation_latency
+        self.latency = state.one_evacuation_latency()
         self.superseded = False
 
     # -- API side --------------------------------------------------------

@@ -49,17 +49,33 @@ class FakeNova:
     def __init__(self, evacuation_latency: float = 0.05,
                  host_move_lag: float = 0.0, max_limit: int = 1000,
                  report_interval: float = 0.0,
-                 service_down_time: float = 60.0) -> None:
+                 service_down_time: float = 60.0,
+                 request_latency: tuple[float, float] = (0.0, 0.0),
+                 evacuation_jitter: float = 0.0,
+                 seed: int | None = None) -> None:
         """``report_interval`` > 0: each service heartbeats as Nova's do,
         every ``report_interval`` seconds at its own phase (``updated_at``
         is its last heartbeat), and is down once that is older than
         ``service_down_time``. 0 (the default): ``updated_at`` is now
-        while it runs, and a failed host is down at once."""
+        while it runs, and a failed host is down at once.
+
+        Random latency (none by default): each request waits a time drawn
+        uniformly from ``request_latency`` (seconds, low and high) before
+        it is served; each evacuation takes ``evacuation_latency`` times a
+        factor drawn from 1 +/- ``evacuation_jitter``. ``seed`` makes the
+        draws repeatable."""
         if report_interval < 0 or service_down_time < 0:
             raise ValueError("report_interval and service_down_time are "
                              "seconds, >= 0")
+        low, high = request_latency
+        if not 0 <= low <= high or not 0 <= evacuation_jitter < 1:
+            raise ValueError("request_latency is (low, high) seconds, "
+                             "0 <= low <= high; evacuation_jitter is in "
+                             "[0, 1)")
         self._state = State(evacuation_latency, host_move_lag, max_limit,
-                            report_interval, service_down_time)
+                            report_interval, service_down_time,
+                            request_latency=request_latency,
+                            evacuation_jitter=evacuation_jitter, seed=seed)
         self._httpd: _ThreadingWSGIServer | None = None
         self._thread: threading.Thread | None = None
 

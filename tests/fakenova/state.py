@@ -177,8 +177,14 @@ class State:
     def __init__(self, evacuation_latency: float,
                  host_move_lag: float, max_limit: int,
                  report_interval: float = 0.0,
-                 service_down_time: float = 0.0) -> None:
+                 service_down_time: float = 0.0,
+                 request_latency: tuple[float, float] = (0.0, 0.0),
+                 evacuation_jitter: float = 0.0,
+                 seed: int | None = None) -> None:
         self.lock = threading.RLock()
+        self.request_latency = request_latency
+        self.evacuation_jitter = evacuation_jitter
+        self._random = random.Random(seed)
         self.report_interval = report_interval
         self.service_down_time = service_down_time
         self.stopping = threading.Event()
@@ -200,6 +206,23 @@ class State:
         self._add_control_plane_services()
 
     # -- time and background work ---------------------------------------
+    def request_delay(self) -> float:
+        """How long the next request waits before it is served."""
+        low, high = self.request_latency
+        if not high:
+            return 0.0
+        with self.lock:
+            return self._random.uniform(low, high)
+
+    def one_evacuation_latency(self) -> float:
+        """The latency of the next evacuation."""
+        if not self.evacuation_jitter:
+            return self.evacuation_latency
+        with self.lock:
+            factor = self._random.uniform(1 - self.evacuation_jitter,
+                                          1 + self.evacuation_jitter)
+        return self.evacuation_latency * factor
+
     def call_later(self, delay: float, func: Callable[..., None],
                    *args: Any) -> None:
         """Run func(*args) under the lock after delay seconds."""

@@ -36,11 +36,15 @@ class EngineProcess:
     def __init__(self, workdir, nova_endpoint: str, threads: int = 5,
                  extra: str = "", poll_interval: float = 0.05,
                  database: str | None = None, lease_seconds: float = 30,
-                 netns: str | None = None):
+                 netns: str | None = None,
+                 env: dict[str, str] | None = None):
         """``netns``: run it in that network namespace (tests.netlab),
         with ``nova_endpoint`` and ``database`` as reached from there.
-        Its API is then reachable only from inside it."""
+        Its API is then reachable only from inside it. ``env``: variables
+        set for the process on top of the test's environment (e.g.
+        RECOVERY_CONCURRENCY_BACKEND)."""
         self.workdir = workdir
+        self.env = dict(env or {})
         self.netns = netns
         self.poll_interval = poll_interval
         self.database = database or f"sqlite:///{workdir}/r.sqlite"
@@ -81,7 +85,7 @@ class EngineProcess:
               ready_timeout: float | None = 30.0) -> None:
         """Start it and wait ``ready_timeout`` seconds for READY=1 (None:
         do not wait; then ``wait_ready``)."""
-        env = {**os.environ, "NOTIFY_SOCKET": self.notify_path,
+        env = {**os.environ, **self.env, "NOTIFY_SOCKET": self.notify_path,
                "PYTHONWARNINGS": "ignore"}
         if watchdog_usec:
             env["WATCHDOG_USEC"] = str(watchdog_usec)
