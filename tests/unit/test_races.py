@@ -352,9 +352,9 @@ class HookedRecorder(ListRecorder):
         super().__init__()
         self.hook = hook
 
-    def step_changed(self, step, state, message):
+    def step_changed(self, step, state, message, **told):
         self.hook(message)
-        super().step_changed(step, state, message)
+        super().step_changed(step, state, message, **told)
 
 
 def reserved(nova, store, recorder=None, clock=None):
