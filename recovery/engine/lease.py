@@ -70,7 +70,9 @@ class Lease:
         now = self._clock.monotonic()
         with self._lock:
             late, lost = now - self._deadline, self._lost
-        if lost is None and late >= 0:
+        if lost is None and late < 0:
+            return      # before every Nova request: one look
+        if lost is None:
             self.lose(f"it ran out {late:.1f} s ago by this process's "
                       f"clock (it was frozen, or cut off from the "
                       f"database)")
