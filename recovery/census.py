@@ -45,7 +45,7 @@ class Census:
 
     def heartbeats(self, service: ComputeService) -> bool:
         """Nova still hears from ``service``: its host may be alive."""
-        if service.state == "up" and not service.forced_down:
+        if not (service.is_down or service.forced_down):
             return True
         if not service.forced_down or service.updated_at is None:
             return False

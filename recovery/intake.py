@@ -10,19 +10,20 @@ event of the notification, its origin's decision.
 import datetime
 from typing import Any
 
-from recovery.db.events import Decision
-from recovery.db.events import EventKind
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
 from recovery.db.store import Store
+from recovery.events import Decision
+from recovery.events import EventKind
 from recovery.notification import DEFAULT_EVENT
 from recovery.notification import Kind
 from recovery.notification import Notification
+from recovery.notification import NotificationType
 from recovery.notification import Status
 from recovery.notification import classify
 
 
-def accept(store: Store, *, type: str, hostname: str,
+def accept(store: Store, *, type: str | NotificationType, hostname: str,
            generated_time: datetime.datetime, payload: dict[str, Any],
            origin: str, now: datetime.datetime, note: str | None = None,
            duplicate_window: float = 0, detection: str | None = None,
@@ -36,6 +37,7 @@ def accept(store: Store, *, type: str, hostname: str,
     ``ignored`` with that reason if nothing else ignores it first.
     """
     kind = classify(type, payload)
+    type = kind.type.value
     record = store.host_record(hostname)
     status, reason = initial_status(kind, payload, record)
     if status is Status.NEW and ignore is not None:
@@ -59,10 +61,10 @@ def accept(store: Store, *, type: str, hostname: str,
 
 def describe(type: str, payload: dict[str, Any]) -> str:
     """What a notification says, in a few words."""
-    if type == "VM":
+    if type == NotificationType.VM.value:
         return (f"VM {payload['event']}/{payload['vir_domain_event']} of "
                 f"instance {payload['instance_uuid']}")
-    if type == "PROCESS":
+    if type == NotificationType.PROCESS.value:
         return f"PROCESS {payload['process_name']} {payload['event']}"
     status = payload.get("host_status")
     return (f"{type} {payload.get('event', DEFAULT_EVENT)}"

@@ -28,6 +28,19 @@ class ComputeService:
     updated_at: datetime.datetime | None = None
     zone: str | None = None     # its availability zone
 
+    @property
+    def is_down(self) -> bool:
+        """Nova reports it down: no heartbeat within its
+        service_down_time, or forced down. Nova's only other state is
+        "up"."""
+        return self.state == "down"
+
+    @property
+    def is_disabled(self) -> bool:
+        """Out of scheduling, for whatever reason. Nova's only other
+        status is "enabled"."""
+        return self.status == "disabled"
+
     @classmethod
     def from_nova(cls, data: dict[str, Any]) -> "ComputeService":
         return cls(id=data["id"], host=data["host"], state=data["state"],

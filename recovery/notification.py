@@ -1,10 +1,16 @@
 """What a notification is: its kind, its status, and its record.
 
 The kind is decided once, when a notification comes in (``classify``, at
-the API and at the CLI's ``host-failure`` and ``host-return``), and is
-stored with it. Everything after that (the engine's dispatch, the safety
-gates, the store's counts) asks for the kind; nothing parses the payload
-again to find out what a notification is.
+the intake of the API's, the detector's and the CLI's ``host-failure``
+and ``host-return``), and is stored with it. Everything after that (the
+engine's dispatch, the safety gates, the store's counts) asks for the
+kind; nothing parses the payload again to find out what a notification
+is.
+
+The type (``NotificationType``) is Masakari's word for what a monitor
+reports, on the wire and in the store; the kind is recovery's for what it
+does about it. One type may be two kinds (COMPUTE_HOST STOPPED and
+STARTED), and each kind has one type (``Kind.type``).
 """
 
 import dataclasses
@@ -22,11 +28,24 @@ class Status(str, enum.Enum):
     IGNORED = "ignored"
 
 
-# The origin of the notifications the engine's detector makes.
+# The origins of notifications: a monitor's, through the API; the
+# engine's detector's; an operator's command ('recovery host-failure').
+API = "api"
 DETECTOR = "detector"
+CLI = "cli"
 
 # The statuses of a notification still to be acted on.
 IN_FLIGHT = (Status.NEW, Status.RUNNING, Status.ERROR)
+
+
+class NotificationType(str, enum.Enum):
+    """Masakari's notification types: what a monitor reports (the API's
+    ``type``, stored as it is). Compare and store its ``value``: in
+    messages, an enum member does not read as its value."""
+
+    COMPUTE_HOST = "COMPUTE_HOST"
+    PROCESS = "PROCESS"
+    VM = "VM"
 
 
 class Kind(str, enum.Enum):
@@ -37,12 +56,28 @@ class Kind(str, enum.Enum):
     INSTANCE = "instance"           # VM: restart the instance
     PROCESS = "process"             # PROCESS: disable, later re-enable
 
+    @property
+    def type(self) -> NotificationType:
+        """The Masakari type of a notification of this kind."""
+        return _TYPE_OF[self]
+
+
+_TYPE_OF = {Kind.HOST_FAILURE: NotificationType.COMPUTE_HOST,
+            Kind.HOST_RETURN: NotificationType.COMPUTE_HOST,
+            Kind.INSTANCE: NotificationType.VM,
+            Kind.PROCESS: NotificationType.PROCESS}
 
 # A COMPUTE_HOST notification's event, when the payload names none (the
 # Masakari default): the host failed.
 DEFAULT_EVENT = "STOPPED"
 _HOST_EVENTS = {"STOPPED": Kind.HOST_FAILURE, "STARTED": Kind.HOST_RETURN}
-_TYPES = {"VM": Kind.INSTANCE, "PROCESS": Kind.PROCESS}
+# The COMPUTE_HOST event of each kind of host run.
+HOST_EVENT = {kind: event for event, kind in _HOST_EVENTS.items()}
+_TYPES = {NotificationType.VM: Kind.INSTANCE,
+          NotificationType.PROCESS: Kind.PROCESS}
+# The command an operator runs each kind of host run with, by hand.
+COMMANDS = {Kind.HOST_FAILURE: "host-failure",
+            Kind.HOST_RETURN: "host-return"}
 
 
 def classify(type: str, payload: dict[str, Any]) -> Kind:
@@ -51,12 +86,14 @@ def classify(type: str, payload: dict[str, Any]) -> Kind:
     Raises ``ValueError`` for a type, or a COMPUTE_HOST event, that no
     flow acts on: the intake validates both before it asks.
     """
-    if type in _TYPES:
-        return _TYPES[type]
+    known = next((t for t in NotificationType if t.value == type), None)
+    if known in _TYPES:
+        return _TYPES[known]
     event = payload.get("event", DEFAULT_EVENT)
-    if type == "COMPUTE_HOST" and event in _HOST_EVENTS:
+    if known is NotificationType.COMPUTE_HOST and event in _HOST_EVENTS:
         return _HOST_EVENTS[event]
-    raise ValueError(f"a {type} notification with event {event!r} is not "
+    said = type if known is None else known.value
+    raise ValueError(f"a {said} notification with event {event!r} is not "
                      f"one recovery knows")
 
 

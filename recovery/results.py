@@ -7,6 +7,8 @@ from collections import Counter
 from typing import Any
 from typing import Protocol
 
+from recovery.events import News
+
 
 class Outcome(str, enum.Enum):
     RECOVERED = "recovered"
@@ -87,8 +89,13 @@ class Recorder(Protocol):
     def instance_changed(self, result: InstanceResult) -> None:
         """An instance entered a phase or got its outcome."""
 
-    def step_changed(self, step: str, state: str, message: str) -> None:
-        """A host-level step changed state (see ``StepState``)."""
+    def step_changed(self, step: str, state: str, message: str, *,
+                     news: News | None = None,
+                     instances: int | None = None) -> None:
+        """A host-level step changed state (see ``StepState``).
+        ``news``: the event the change records, as the step declares it.
+        ``instances``: how many instances a step that starts works on,
+        when it says (they are told of one by one as each starts)."""
 
 
 @dataclasses.dataclass

@@ -20,6 +20,8 @@ from recovery.concurrency import Clock
 from recovery.db.notifications import SORT_KEYS
 from recovery.db.store import Store
 from recovery.hostnames import HostMatch
+from recovery.notification import API
+from recovery.notification import NotificationType
 from recovery.notification import Status
 
 LOG = logging.getLogger(__name__)
@@ -75,7 +77,7 @@ class NotificationAPI:
             stored = intake.accept(
                 self.store, type=data["type"], hostname=hostname,
                 generated_time=data["generated_time"],
-                payload=data["payload"], origin="api", note=note,
+                payload=data["payload"], origin=API, note=note,
                 now=self.clock.now(),
                 duplicate_window=self.duplicate_window)
         except exception.Duplicate as exc:
@@ -146,7 +148,7 @@ class NotificationAPI:
 
     def _vmoves(self, uuid: str) -> list[dict[str, Any]]:
         notification = self.store.get(uuid)
-        if notification.type != "COMPUTE_HOST":
+        if notification.kind.type is not NotificationType.COMPUTE_HOST:
             raise http.Refused(400, f"notification {uuid} is a "
                                     f"{notification.type} notification: "
                                     f"only COMPUTE_HOST ones have vmoves")

@@ -5,6 +5,7 @@ import datetime
 from typing import Any
 
 from recovery.db.segments import RECOVERY_METHODS
+from recovery.notification import NotificationType
 
 # \Z, not $: Python's $ also matches before a trailing newline.
 # A "description" is what an error says when the "pattern" fails.
@@ -13,8 +14,9 @@ HOSTNAME = {"type": "string", "minLength": 1, "maxLength": 255,
             "description": "must be letters, digits, '-', '.' and '_' only"}
 EVENT = {"type": "string", "enum": ["STOPPED", "STARTED"]}
 
+# Each type's payload, by the type's name on the wire.
 PAYLOADS = {
-    "COMPUTE_HOST": {
+    NotificationType.COMPUTE_HOST.value: {
         "type": "object",
         "properties": {
             "event": EVENT,
@@ -26,7 +28,7 @@ PAYLOADS = {
         "required": ["event"],
         "additionalProperties": False,
     },
-    "PROCESS": {
+    NotificationType.PROCESS.value: {
         "type": "object",
         "properties": {"process_name": {"type": "string", "minLength": 1,
                                         "maxLength": 255},
@@ -34,7 +36,7 @@ PAYLOADS = {
         "required": ["process_name", "event"],
         "additionalProperties": False,
     },
-    "VM": {
+    NotificationType.VM.value: {
         "type": "object",
         "properties": {
             "instance_uuid": {"type": "string", "format": "uuid"},

@@ -4,10 +4,10 @@ import datetime
 import uuid
 from typing import Any
 
-from recovery.db.events import Event
 from recovery.db.journal import JournalEntry
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
+from recovery.events import Event
 from recovery.notification import Notification
 from recovery.notification import StepEvent
 from recovery.results import Outcome

@@ -14,7 +14,6 @@ without it (some 0.05 s sooner).
 import contextlib
 import dataclasses
 import logging
-import re
 import sys
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
@@ -23,20 +22,14 @@ from typing import TextIO
 from recovery.cmd.output import ProgressPrinter
 from recovery.concurrency import Clock
 from recovery.concurrency import Lock
-from recovery.flows.host_failure import RECOVER_INSTANCES
+from recovery.events import News
 from recovery.results import InstanceResult
 from recovery.results import Phase
 from recovery.results import Recorder
-from recovery.results import StepState
 
 if TYPE_CHECKING:
     from rich.console import Console
     from rich.console import RenderableType
-
-# An instance is told of only once it starts (or is skipped); how many
-# the host holds, the recover-instances step says when it starts ("5
-# instance(s) on compute-1; auto"). The rest are pending.
-_ANNOUNCED = re.compile(r"(\d+) instance\(s\) ")
 
 _COUNTS = ("pending", "in flight", "recovered", "failed", "skipped")
 _STYLES = {"recovered": "green", "failed": "bold red", "skipped": "yellow",
@@ -64,7 +57,12 @@ def _tally(rows: list[InstanceResult], untold: int) -> dict[str, int]:
 class Board:
     """What the view shows: the latest of each instance, the last step,
     and a title. Updated from the run's workers, read by the drawing
-    thread; each side holds the lock only to copy."""
+    thread; each side holds the lock only to copy.
+
+    An instance is told of only once it starts (or is skipped); how many
+    there are, the step that recovers them says as it starts
+    (``instances``). Those not told of yet are pending until that step
+    changes again."""
 
     def __init__(self, title: str, clock: Clock):
         self._clock = clock
@@ -73,6 +71,8 @@ class Board:
         self._step = "starting"
         self._rows: dict[str, InstanceResult] = {}
         self._announced: int | None = None
+        # The step that announced them.
+        self._announcer: str | None = None
         self._told_since: set[str] = set()
 
     def set_title(self, title: str) -> None:
@@ -86,13 +86,14 @@ class Board:
             self._rows[result.uuid] = copy
             self._told_since.add(result.uuid)
 
-    def step_changed(self, step: str, state: str, message: str) -> None:
+    def step_changed(self, step: str, state: str, message: str, *,
+                     news: News | None = None,
+                     instances: int | None = None) -> None:
         with self._lock:
             self._step = f"{step} {state.lower()}: {message}"
-            if step == RECOVER_INSTANCES:
-                found = _ANNOUNCED.match(message)
-                running = state == StepState.RUNNING and found
-                self._announced = int(found[1]) if running else None
+            if instances is not None or step == self._announcer:
+                self._announcer = None if instances is None else step
+                self._announced = instances
                 self._told_since = set()
 
     def counts(self) -> dict[str, int]:
@@ -167,8 +168,10 @@ class LiveView:
         self.board.instance_changed(result)
         self._show()
 
-    def step_changed(self, step: str, state: str, message: str) -> None:
-        self.board.step_changed(step, state, message)
+    def step_changed(self, step: str, state: str, message: str, *,
+                     news: News | None = None,
+                     instances: int | None = None) -> None:
+        self.board.step_changed(step, state, message, instances=instances)
         self._show()
 
     def set_title(self, title: str) -> None:

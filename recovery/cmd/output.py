@@ -10,9 +10,10 @@ import prettytable
 from recovery.api import views
 from recovery.db.control import Arming
 from recovery.db.control import EngineRecord
-from recovery.db.events import Event
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
+from recovery.events import Event
+from recovery.events import News
 from recovery.notification import Notification
 from recovery.notification import StepEvent
 from recovery.results import HostReport
@@ -27,7 +28,9 @@ class ProgressPrinter:
     def __init__(self, stream: TextIO = sys.stderr):
         self._stream = stream
 
-    def step_changed(self, step: str, state: str, message: str) -> None:
+    def step_changed(self, step: str, state: str, message: str, *,
+                     news: News | None = None,
+                     instances: int | None = None) -> None:
         # A failed step is the command's error message; say it once. A
         # step that waits says on what.
         waiting = state == StepState.RUNNING and message != "started"

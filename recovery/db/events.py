@@ -14,9 +14,7 @@ such write (the detector's view of a host before any notification) is
 written alone (``add_event``).
 """
 
-import dataclasses
 import datetime
-import enum
 from typing import Any
 
 import sqlalchemy as sa
@@ -24,60 +22,15 @@ import sqlalchemy as sa
 from recovery.db.tables import events as events_table
 from recovery.db.tables import notifications
 from recovery.db.transaction import Transactional
+from recovery.events import Decision
+from recovery.events import Event
+from recovery.events import EventKind
 
-
-class EventKind(str, enum.Enum):
-    """What an event says happened: a short code for listings."""
-
-    RECEIVED = "received"           # a notification stored, to act on
-    IGNORED = "ignored"             # stored, not acted on (the reason)
-    HELD = "held"                   # a gate holds it (the verdict)
-    CLAIMED = "claimed"             # an attempt starts
-    TAKEN_OVER = "taken-over"       # a dead holder's run resumed
-    FENCED = "fenced"               # powered off, verified Off
-    FENCE_FAILED = "fence-failed"
-    PROBE_SILENT = "probe-silent"   # the liveness probe: no answer
-    PROBE_ANSWERED = "probe-answered"
-    ISOLATED = "isolated"           # forced down and disabled in Nova
-    CAPACITY = "capacity"           # the room predicted for the instances
-    UNDONE = "undone"               # an isolation step rolled back
-    EVACUATING = "evacuating"       # an instance's evacuation starts
-    RECOVERED = "recovered"
-    FAILED = "failed"               # an instance, or a run given up
-    SKIPPED = "skipped"
-    PHASE_TIMEOUT = "phase-timeout"  # a priority phase ran late
-    FINISHED = "finished"           # a run's end
-    ERROR = "error"                 # a run's end, retried
-    SUSPECT = "suspect"             # the detector: seen down
-    AGREED = "agreed"               # the detector: engines see it silent
-    CLEARED = "cleared"             # the detector: heartbeats again
-    DISARMED = "disarmed"
-    ARMED = "armed"
-
-
-@dataclasses.dataclass(frozen=True)
-class Decision:
-    """An event to record: who decided what about which subject (a host
-    name, or an instance's "name (uuid)"), and why."""
-
-    actor: str
-    subject: str
-    kind: EventKind
-    message: str
-
-
-@dataclasses.dataclass(frozen=True)
-class Event:
-    """An event as stored. ``kind`` is kept as text: an engine of a
-    newer version may record kinds this one does not know."""
-
-    id: int
-    notification_uuid: str | None
-    created_at: datetime.datetime
-    actor: str
-    subject: str
-    kind: str
-    message: str
+# What the store records, defined below it (``recovery.events``) so that
+# the flows can declare their events; named here too for the store's
+# callers.
+__all__ = ["Decision", "Event", "EventKind", "EventStore", "insert",
+           "repeats"]
 
 
 # Built once: an instance's events are written with its journal entries.

@@ -56,14 +56,15 @@ from recovery import probe
 from recovery.census import Census
 from recovery.census import HeartbeatAges
 from recovery.db.control import Agreement
-from recovery.db.events import Decision
-from recovery.db.events import EventKind
 from recovery.db.store import Store
 from recovery.engine.gates import silence_verdict
+from recovery.events import Decision
+from recovery.events import EventKind
 from recovery.fencing import Fencing
 from recovery.metrics import METRICS
 from recovery.models import ComputeService
 from recovery.notification import DETECTOR
+from recovery.notification import Kind
 from recovery.nova import Nova
 
 LOG = logging.getLogger(__name__)
@@ -208,7 +209,7 @@ class Detector:
         stale: dict[str, tuple[ComputeService, float | None]] = {}
         for service in watched:
             host = service.host
-            disabled = service.status == "disabled"
+            disabled = service.is_disabled
             if disabled and service.disabled_reason not in ours:
                 # An operator's: planned maintenance is not a failure.
                 continue
@@ -409,7 +410,7 @@ class Detector:
         if age is not None:
             METRICS.detection_seconds.labels("fast").observe(age)
         return self._store(
-            host, "COMPUTE_HOST", _host_down(service), _name(service),
+            host, Kind.HOST_FAILURE, _host_down(service), _name(service),
             note=f"detected (fast path): {evidence}; it is fenced before "
                  f"anything moves")
 
@@ -435,7 +436,7 @@ class Detector:
         if detection in self._handled:
             return []
         return [self._store(
-            host, "COMPUTE_HOST", HOST_UP, detection,
+            host, Kind.HOST_RETURN, HOST_UP, detection,
             note=f"detected: nova-compute on {host}, recovered by "
                  f"notification {failure}, heartbeats again for "
                  f"{now - since:.0f} s")]
@@ -459,7 +460,7 @@ class Detector:
             # Its own name: the host failure that may follow is another.
             alive = f"{detection}@answers"
             if alive in self._handled or (
-                    service.status == "disabled" and service.disabled_reason
+                    service.is_disabled and service.disabled_reason
                     == self.conf.process_failure.disable_reason):
                 # A process failure already, and alive still: probed
                 # again at each poll, until it falls silent.
@@ -470,7 +471,7 @@ class Detector:
                       "failure. Repair nova-compute on %s", host, answer,
                       host)
             return self._store(
-                host, "PROCESS", {**PROCESS_DOWN, "liveness": answer},
+                host, Kind.PROCESS, {**PROCESS_DOWN, "liveness": answer},
                 alive,
                 note=f"{seen}; but {answer}: not a dead host, so it is not "
                      f"evacuated; its nova-compute is disabled as a "
@@ -479,7 +480,7 @@ class Detector:
         missing = self._missing_proof(host, silent, unprobed)
         if age is not None and missing is None:
             METRICS.detection_seconds.labels("slow").observe(age)
-        return self._store(host, "COMPUTE_HOST", _host_down(service),
+        return self._store(host, Kind.HOST_FAILURE, _host_down(service),
                            detection, note=seen,
                            ignore=missing and f"{seen}; {missing}")
 
@@ -502,11 +503,13 @@ class Detector:
                 f"liveness_probe; or check that it is off and run "
                 f"'recovery host-failure {host}'")
 
-    def _store(self, host: str, type: str, payload: dict, detection: str,
+    def _store(self, host: str, kind: Kind, payload: dict, detection: str,
                *, note: str, ignore: str | None = None) -> str:
+        """Store what ``host``'s failure (or return) is, as a notification
+        of ``kind`` (``payload`` says its event); return the decision."""
         try:
             stored = intake.accept(
-                self.store, type=type, hostname=host,
+                self.store, type=kind.type, hostname=host,
                 generated_time=self.clock.now(), payload=payload,
                 origin=DETECTOR, now=self.clock.now(), note=note,
                 detection=detection, ignore=ignore)
@@ -516,7 +519,7 @@ class Detector:
             return f"{host}: {exc}"
         self._handled.add(detection)
         LOG.warning("detector: %s: notification %s (%s %s, %s): %s",
-                    host, stored.uuid, type, payload["event"],
+                    host, stored.uuid, stored.type, payload["event"],
                     stored.status.value, stored.message)
         return f"{host}: notification {stored.uuid} ({stored.status.value})"
 

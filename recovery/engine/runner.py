@@ -14,10 +14,11 @@ from collections.abc import Callable
 
 from recovery import concurrency
 from recovery import exception
-from recovery.db.events import Decision
-from recovery.db.events import EventKind
 from recovery.db.store import Store
 from recovery.engine.lease import Lease
+from recovery.events import Decision
+from recovery.events import EventKind
+from recovery.events import News
 from recovery.fencing import Fencing
 from recovery.flows import Env
 from recovery.flows import handle_process_event
@@ -25,6 +26,7 @@ from recovery.flows import placement_for_host
 from recovery.flows import recover_host
 from recovery.flows import restart_instance
 from recovery.flows import return_host
+from recovery.metrics import InstanceOutcomes
 from recovery.models import parse_time
 from recovery.notification import DETECTOR
 from recovery.notification import Kind
@@ -38,25 +40,6 @@ from recovery.results import Recorder
 from recovery.results import StepState
 
 LOG = logging.getLogger(__name__)
-
-
-# The host-failure steps whose changes are decisions about the host: the
-# event each records, in its own words or (None) the step's message.
-_HOST_DECISIONS: dict[tuple[str, StepState], tuple[EventKind, str | None]] = {
-    ("fence", StepState.SUCCESS): (EventKind.FENCED, None),
-    ("fence", StepState.FAILURE): (EventKind.FENCE_FAILED, None),
-    ("liveness-probe", StepState.SUCCESS): (EventKind.PROBE_SILENT, None),
-    ("liveness-probe", StepState.FAILURE): (EventKind.PROBE_ANSWERED, None),
-    ("disable", StepState.SUCCESS): (
-        EventKind.ISOLATED, "forced down and disabled in Nova: out of "
-                            "scheduling, and its instances may be evacuated"),
-    ("capacity-check", StepState.SUCCESS): (EventKind.CAPACITY, None),
-    ("force-down", StepState.REVERTED): (
-        EventKind.UNDONE, "force-down undone: a later step failed"),
-    ("disable", StepState.REVERTED): (
-        EventKind.UNDONE, "disable undone: a later step failed"),
-    ("phase-timeout", StepState.SUCCESS): (EventKind.PHASE_TIMEOUT, None),
-}
 
 
 def _instance_news(result: InstanceResult) -> tuple[EventKind, str] | None:
@@ -81,16 +64,18 @@ def _instance_news(result: InstanceResult) -> tuple[EventKind, str] | None:
 
 
 class StoreRecorder:
-    """Journals every change before the flow goes on, then tells
-    ``listener`` (the CLI's progress printer, if any). Each write proves
+    """Journals every change before the flow goes on, counts each
+    instance's outcome in this process's metrics, then tells
+    ``listener`` (the CLI's view, if any). Each write proves
     the run's ``lease`` in its transaction: once the lease is lost it
     raises ``LeaseLost``, and the side effect it announces never
     happens.
 
     A change that is news to an operator (an instance's evacuation
-    starting, its outcome; the host fenced, probed or isolated) is an
-    event of ``actor`` (default: the lease's owner), written in the
-    transaction of that journal entry or step, once per change."""
+    starting, its outcome; the host fenced, probed or isolated, as each
+    step declares) is an event of ``actor`` (default: the lease's
+    owner), written in the transaction of that journal entry or step,
+    once per change."""
 
     def __init__(self, store: Store, lease: Lease,
                  clock: concurrency.Clock, listener: Recorder | None = None,
@@ -101,8 +86,7 @@ class StoreRecorder:
         self._listener = listener
         self._actor = actor or lease.holder.owner
         self._host = notification.hostname
-        self._decisions = (_HOST_DECISIONS if notification.kind
-                           is Kind.HOST_FAILURE else {})
+        self._outcomes = InstanceOutcomes()
         # The last news recorded of each instance, by uuid.
         self._told: dict[str, tuple[EventKind, str]] = {}
 
@@ -116,22 +100,24 @@ class StoreRecorder:
                           result, self._clock.now(), event=event)
         if event is not None:
             self._told[result.uuid] = news
+        self._outcomes.instance_changed(result)
         if self._listener is not None:
             self._listener.instance_changed(result)
 
-    def step_changed(self, step: str, state: str, message: str) -> None:
+    def step_changed(self, step: str, state: str, message: str, *,
+                     news: News | None = None,
+                     instances: int | None = None) -> None:
         progress = 0.0 if state == StepState.RUNNING else 1.0
         event = None
-        decided = self._decisions.get((step, StepState(state)))
-        if decided is not None:
-            kind, words = decided
-            event = Decision(self._actor, self._host, kind,
-                             words or message)
+        if news is not None:
+            event = Decision(self._actor, self._host, news.kind,
+                             news.words or message)
         self._lease.write(self._store.add_step_event, self._lease.uuid,
                           step, StepState(state).value, progress, message,
                           self._clock.now(), event=event)
         if self._listener is not None:
-            self._listener.step_changed(step, state, message)
+            self._listener.step_changed(step, state, message, news=news,
+                                        instances=instances)
 
 
 @dataclasses.dataclass

@@ -37,7 +37,6 @@ from recovery.flows import Env
 from recovery.flows import EvacuationWatcher
 from recovery.flows import Settings
 from recovery.metrics import METRICS
-from recovery.metrics import InstanceOutcomes
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
@@ -246,7 +245,6 @@ class Engine:
                   watcher=self.watcher,
                   recorder=runner.StoreRecorder(
                       self.store, lease, self.clock,
-                      listener=InstanceOutcomes(),
                       notification=notification),
                   stopping=self._stopping.is_set)
         try:

@@ -19,6 +19,8 @@ from collections.abc import Sequence
 
 from recovery import exception
 from recovery import hostnames
+from recovery.events import EventKind
+from recovery.events import News
 from recovery.flows.context import Env
 from recovery.flows.placement import AUTO
 from recovery.flows.placement import Placement
@@ -80,7 +82,8 @@ def forecast(env: Env, failed_host: str,
         LOG.warning("Capacity of the hosts left for %s: %s; going on in "
                     "recovery order, Nova's scheduler decides",
                     failed_host, summary)
-    env.recorder.step_changed(STEP, StepState.SUCCESS, summary)
+    env.recorder.step_changed(STEP, StepState.SUCCESS, summary,
+                              news=News(EventKind.CAPACITY))
     return Forecast(destinations, summary)
 
 

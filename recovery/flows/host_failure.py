@@ -21,12 +21,15 @@ are kept, the others are reconciled with Nova and never evacuated twice.
 import dataclasses
 import datetime
 import logging
+import re
 from collections.abc import Callable
 from collections.abc import Sequence
 
 from recovery import concurrency
 from recovery import exception
 from recovery.census import Census
+from recovery.events import EventKind
+from recovery.events import News
 from recovery.fencing import Fencer
 from recovery.flows import base
 from recovery.flows import capacity
@@ -148,6 +151,8 @@ class Fence(base.Step[HostContext]):
     is forced down or evacuated unless this succeeds."""
 
     name = "fence"
+    news = {StepState.SUCCESS: News(EventKind.FENCED),
+            StepState.FAILURE: News(EventKind.FENCE_FAILED)}
 
     def announce(self, ctx: HostContext) -> str:
         return ctx.fencer.describe()
@@ -173,6 +178,8 @@ class ProbeSilent(base.Step[HostContext]):
     and is not evacuated."""
 
     name = "liveness-probe"
+    news = {StepState.SUCCESS: News(EventKind.PROBE_SILENT),
+            StepState.FAILURE: News(EventKind.PROBE_ANSWERED)}
 
     def announce(self, ctx: HostContext) -> str:
         return f"probing {ctx.liveness.describe(ctx.host)}"
@@ -191,15 +198,17 @@ class ForceDown(base.Step[HostContext]):
     of after service_down_time."""
 
     name = "force-down"
+    news = {StepState.REVERTED: News(
+        EventKind.UNDONE, "force-down undone: a later step failed")}
 
     def execute(self, ctx: HostContext) -> None:
         nova, settings = ctx.env.nova, ctx.env.settings
         if not ctx.service.forced_down:
             answer = nova.force_down(ctx.service, True)
             ctx.forced_down_by_us = True
-            if answer.state == "down":
+            if answer.is_down:
                 return
-        wait_for(lambda: nova.get_compute_service(ctx.host).state == "down",
+        wait_for(lambda: nova.get_compute_service(ctx.host).is_down,
                  what=f"Nova to report {ctx.host} down",
                  timeout=settings.state_change_timeout,
                  interval=settings.poll_interval, clock=ctx.env.clock)
@@ -214,9 +223,16 @@ class Disable(base.Step[HostContext]):
     Force-down comes first: newer Nova may wait on the node for a disable."""
 
     name = "disable"
+    # The isolation is done: said once, for both steps.
+    news = {StepState.SUCCESS: News(
+                EventKind.ISOLATED,
+                "forced down and disabled in Nova: out of scheduling, and "
+                "its instances may be evacuated"),
+            StepState.REVERTED: News(
+                EventKind.UNDONE, "disable undone: a later step failed")}
 
     def execute(self, ctx: HostContext) -> None:
-        if ctx.service.status != "disabled":
+        if not ctx.service.is_disabled:
             ctx.env.nova.disable(ctx.service,
                                  ctx.env.settings.disable_reason)
             ctx.disabled_by_us = True
@@ -242,6 +258,18 @@ PHASE_TIMEOUT = "phase-timeout"
 # Recovery's locks still on the run's instances are lifted.
 RELEASE_LOCKS = "release-locks"
 DONE_OUTCOMES = frozenset({Outcome.RECOVERED, Outcome.SKIPPED})
+# The count in the recover-instances step's message as it starts.
+_ANNOUNCED = re.compile(r"(\d+) instance\(s\) on ")
+
+
+def instances_announced(step: str, state: str, message: str) -> int | None:
+    """The ``instances`` a step change told the run's recorder, read back
+    from the store, which keeps the message only: how many instances
+    recover-instances says it starts on (None for any other change)."""
+    if step != RECOVER_INSTANCES or state != StepState.RUNNING:
+        return None
+    found = _ANNOUNCED.match(message)
+    return int(found[1]) if found else None
 
 
 def _finished(prior: InstanceResult) -> bool:
@@ -436,10 +464,12 @@ def _left_by_earlier_runs(ctx: HostContext) -> list[Server]:
 
 def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
     env = ctx.env
+    # The count, and the message that a reader of the store reads it
+    # back from (``instances_announced``).
     env.recorder.step_changed(
         RECOVER_INSTANCES, StepState.RUNNING,
         f"{len(ctx.servers)} instance(s) on {ctx.host}; "
-        f"{ctx.placement.method}")
+        f"{ctx.placement.method}", instances=len(ctx.servers))
     seen: set[str] = set()
     pending = ctx.servers + _left_by_earlier_runs(ctx)
     with env.watcher.follow(env.nova, env.settings.poll_interval) as watch:
@@ -599,7 +629,8 @@ def _phased(ctx: HostContext, recoveries: list[InstanceRecovery],
                    f"{priority[following]}) starts, phase {number}'s "
                    f"instances keep running")
         LOG.warning("%s: %s", ctx.host, message)
-        env.recorder.step_changed(PHASE_TIMEOUT, StepState.SUCCESS, message)
+        env.recorder.step_changed(PHASE_TIMEOUT, StepState.SUCCESS, message,
+                                  news=News(EventKind.PHASE_TIMEOUT))
 
     phases = Phases([sum(r.result.priority_phase == n for r in recoveries)
                      for n in numbers], env.clock, timeout, late)

@@ -20,6 +20,7 @@ recovered like any other.
 import dataclasses
 
 from recovery import exception
+from recovery.events import News
 from recovery.flows import base
 from recovery.flows.context import Env
 from recovery.models import ComputeService
@@ -49,11 +50,11 @@ class Disable(base.Step[ProcessContext]):
 
     def execute(self, ctx: ProcessContext) -> str:
         service = ctx.service()
-        if service.status == "disabled":
+        if service.is_disabled:
             return (f"already disabled ({service.disabled_reason!r}): left "
                     f"as it is")
         ctx.env.nova.disable(service, ctx.env.settings.process_disable_reason)
-        ctx.wait(lambda: ctx.service().status == "disabled",
+        ctx.wait(lambda: ctx.service().is_disabled,
                  f"Nova to report nova-compute on {ctx.host} disabled")
         return "disabled"
 
@@ -110,8 +111,9 @@ def handle_process_event(env: Env, notification: Notification) -> str:
     ctx = ProcessContext(env=env, host=host)
     messages: list[str] = []
 
-    def observe(step: str, state: StepState, message: str) -> None:
-        env.recorder.step_changed(step, state, message)
+    def observe(step: str, state: StepState, message: str, *,
+                news: News | None = None) -> None:
+        env.recorder.step_changed(step, state, message, news=news)
         if state == StepState.SUCCESS:
             messages.append(message)
 

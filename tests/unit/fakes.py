@@ -16,6 +16,7 @@ from oslo_config import cfg
 from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.concurrency import TaskOutcome
+from recovery.events import News
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
 from recovery.flows.watcher import EvacuationWatcher
@@ -75,9 +76,19 @@ class ListRecorder:
     def __init__(self) -> None:
         self.events: list[tuple[str, str, str | None]] = []
         self.steps: list[tuple[str, str]] = []
+        # The news each step change brought, if any.
+        self.news: list[tuple[str, str, News]] = []
+        # The instances a step said it starts on.
+        self.instances: list[tuple[str, int]] = []
 
-    def step_changed(self, step: str, state: str, message: str) -> None:
+    def step_changed(self, step: str, state: str, message: str, *,
+                     news: News | None = None,
+                     instances: int | None = None) -> None:
         self.steps.append((step, state))
+        if news is not None:
+            self.news.append((step, state, news))
+        if instances is not None:
+            self.instances.append((step, instances))
 
     def instance_changed(self, result: InstanceResult) -> None:
         outcome = result.outcome.value if result.outcome else None

@@ -18,6 +18,7 @@ from recovery.engine.runner import StoreRecorder
 from recovery.engine.service import Engine
 from recovery.fencing import load_fencing
 from recovery.flows import host_failure as hf
+from recovery.flows import process_failure
 from recovery.notification import Kind
 from recovery.notification import Status
 from recovery.results import StepState
@@ -125,19 +126,25 @@ def test_a_recovered_instance_in_another_state_says_what_it_was(
                      "active (was rescued)")
 
 
-def test_only_a_host_failure_s_steps_are_decisions(store, clock):
+def tell(recorder, step, state, message):
+    """What ``run_steps`` tells the recorder of ``step``'s change."""
+    recorder.step_changed(step.name, state, message,
+                          news=step.news.get(state))
+
+
+def test_only_the_steps_that_declare_news_are_decisions(store, clock):
     """A process failure's "disable" is not an isolation; a step that is
     no decision is journaled only."""
     process = notify(store, clock, type="PROCESS", payload={
         "process_name": "nova-compute", "event": "STOPPED"})
     taken, recorder = held_run(store, clock, process)
-    recorder.step_changed("disable", StepState.SUCCESS, "disabled")
+    tell(recorder, process_failure.Disable, StepState.SUCCESS, "disabled")
     host_failure = notify(store, clock, host="compute-2")
     other, recorder = held_run(store, clock, host_failure)
-    recorder.step_changed("verify-host-down", StepState.SUCCESS, "done")
-    recorder.step_changed("liveness-probe", StepState.FAILURE,
-                          "compute-2 answers on TCP port 22")
-    recorder.step_changed("force-down", StepState.REVERTED, "undone")
+    tell(recorder, hf.VerifyHostDown, StepState.SUCCESS, "done")
+    tell(recorder, hf.ProbeSilent, StepState.FAILURE,
+         "compute-2 answers on TCP port 22")
+    tell(recorder, hf.ForceDown, StepState.REVERTED, "undone")
     assert [e.kind for e in store.events(taken.uuid)] == [
         "received", "claimed"]
     assert [(e.kind, e.message) for e in store.events(other.uuid)][2:] == [

@@ -314,7 +314,7 @@ def test_run_steps_rolls_back_in_reverse_and_reraises():
     observed = []
     with pytest.raises(ValueError, match="boom"):
         base.run_steps([Ok("one"), Ok("two"), Boom()], None,
-                       lambda name, state, message: observed.append(
+                       lambda name, state, message, news: observed.append(
                            (name, state.value)))
     assert undone == ["two", "one"]
     assert observed == [

@@ -1,15 +1,19 @@
 """The layers, read from the source with ast (no module is imported to
-check it, so an import inside a function counts too):
+check it, so an import inside a function counts too, and so does
+``importlib.import_module`` of a name written out):
 
 - no flow imports the store (recovery.db) or the engine: data flows from
   the engine into the flows, never back;
-- the engine imports from recovery.flows only the entry points that
-  recovery/flows/__init__.py exports, never a flow's internals;
-- only recovery/concurrency.py imports threading.
+- the engine, the command line and the API import from recovery.flows
+  only the entry points that recovery/flows/__init__.py exports, never a
+  flow's internals;
+- only recovery/concurrency.py imports threading, or eventlet.
 """
 
 import ast
 import pathlib
+
+import pytest
 
 import recovery
 import recovery.flows
@@ -56,7 +60,23 @@ def imports(package: str) -> list[Import]:
                 module = _absolute(node, path)
                 found += [Import(path, node.lineno, module, alias.name)
                           for alias in node.names]
+            elif _imports_by_name(node):
+                found.append(Import(path, node.lineno, node.args[0].value,
+                                    None))
     return found
+
+
+def _imports_by_name(node: ast.AST) -> bool:
+    """``importlib.import_module("name")`` or ``__import__("name")``."""
+    if not (isinstance(node, ast.Call) and node.args
+            and isinstance(node.args[0], ast.Constant)
+            and isinstance(node.args[0].value, str)):
+        return False
+    called = node.func
+    return ((isinstance(called, ast.Attribute)
+             and called.attr == "import_module")
+            or (isinstance(called, ast.Name)
+                and called.id in ("import_module", "__import__")))
 
 
 def _absolute(node: ast.ImportFrom, path: pathlib.Path) -> str:
@@ -79,6 +99,12 @@ def test_the_scan_sees_every_kind_of_import():
     path = ROOT / "flows" / "host_failure.py"
     assert [_absolute(node, path) for node in relative] == [
         "recovery.flows.census", "recovery.flows"]
+    by_name = ast.parse("importlib.import_module('eventlet.wsgi')\n"
+                        "__import__('eventlet')\n"
+                        "importlib.import_module(name)\n")
+    assert [node.args[0].value for node in ast.walk(by_name)
+            if _imports_by_name(node)] == ["eventlet.wsgi", "eventlet"]
+    assert any(i.module == "eventlet.wsgi" for i in imports("."))
 
 
 def test_no_flow_imports_the_store_or_the_engine():
@@ -87,17 +113,19 @@ def test_no_flow_imports_the_store_or_the_engine():
     assert wrong == []
 
 
-def test_the_engine_imports_only_the_flows_entry_points():
+@pytest.mark.parametrize("package", ["engine", "cmd", "api"])
+def test_only_the_flows_entry_points_are_imported(package):
     exported = set(recovery.flows.__all__)
     # The exports are callables and classes, not the flows' modules.
     assert not [name for name in exported
                 if (ROOT / "flows" / f"{name}.py").exists()]
-    wrong = [i for i in imports("engine") if i.reaches("recovery.flows")
+    wrong = [i for i in imports(package) if i.reaches("recovery.flows")
              and not (i.module == "recovery.flows" and i.name in exported)]
     assert wrong == []
 
 
-def test_only_concurrency_imports_threading():
-    wrong = [i for i in imports(".") if i.reaches("threading")
+@pytest.mark.parametrize("module", ["threading", "eventlet"])
+def test_only_concurrency_imports_threads(module):
+    wrong = [i for i in imports(".") if i.reaches(module)
              and i.path != ROOT / "concurrency.py"]
     assert wrong == []

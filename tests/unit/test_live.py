@@ -49,7 +49,7 @@ def test_rows_and_counts_follow_the_recorder_calls():
     board.step_changed("verify-host-down", StepState.RUNNING, "started")
     assert "step verify-host-down running: started" in drawn(board)
     board.step_changed(hf.RECOVER_INSTANCES, StepState.RUNNING,
-                       f"3 instance(s) on {HOST}; auto")
+                       f"3 instance(s) on {HOST}; auto", instances=3)
     board.instance_changed(instance(
         "paused", clock, outcome=Outcome.SKIPPED,
         reason="vm_state 'paused' cannot be evacuated by Nova"))
@@ -115,8 +115,9 @@ def test_a_retried_instance_s_time_runs_again():
 
 
 def test_the_host_failure_flow_announces_what_the_view_counts():
-    """The view learns how many instances wait from the flow's own
-    recover-instances message: it counts them down as they start."""
+    """The view learns how many instances wait from the flow, as data
+    with its recover-instances step: it counts them down as they
+    start."""
     nova = MemoryNova()
     nova.add_service(HOST, state="down")
     for n in range(3):
@@ -126,8 +127,8 @@ def test_the_host_failure_flow_announces_what_the_view_counts():
     seen = []
 
     class Watching:
-        def step_changed(self, step, state, message):
-            board.step_changed(step, state, message)
+        def step_changed(self, step, state, message, **told):
+            board.step_changed(step, state, message, **told)
 
         def instance_changed(self, result):
             board.instance_changed(result)

@@ -24,8 +24,9 @@ class MessageRecorder(ListRecorder):
         super().__init__()
         self.messages: list[tuple[str, str]] = []
 
-    def step_changed(self, step: str, state: str, message: str) -> None:
-        super().step_changed(step, state, message)
+    def step_changed(self, step: str, state: str, message: str,
+                     **told) -> None:
+        super().step_changed(step, state, message, **told)
         self.messages.append((step, message))
 
 

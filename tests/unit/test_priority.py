@@ -11,6 +11,8 @@ from recovery import intake
 from recovery.db.store import open_store
 from recovery.engine.lease import Lease
 from recovery.engine.runner import StoreRecorder
+from recovery.events import EventKind
+from recovery.events import News
 from recovery.flows import host_failure as hf
 from recovery.flows.priority import Phases
 from recovery.flows.priority import phase_numbers
@@ -226,6 +228,9 @@ def test_a_late_phase_lets_the_next_start_and_keeps_running(caplog):
     assert "phase 2 (priority 1) starts" in warning
     assert [s for s in recorder.steps if s[0] == hf.PHASE_TIMEOUT] == [
         (hf.PHASE_TIMEOUT, "SUCCESS")]
+    # An event of the host.
+    assert [n for n in recorder.news if n[0] == hf.PHASE_TIMEOUT] == [
+        (hf.PHASE_TIMEOUT, "SUCCESS", News(EventKind.PHASE_TIMEOUT))]
 
 
 def test_without_phases_one_pool_in_priority_order():
@@ -300,7 +305,7 @@ def test_a_resumed_run_keeps_phases_and_redoes_no_finished_phase():
     assert_phases_in_order(nova, [["c"], ["b"]])
 
 
-def test_a_phase_timeout_is_an_event_of_the_host(tmp_path):
+def test_a_step_s_news_is_an_event_of_the_host(tmp_path):
     clock = FakeClock()
     store = open_store(f"sqlite:///{tmp_path}/s.sqlite")
     store.lease_clock = lambda conn: clock.now()
@@ -314,7 +319,8 @@ def test_a_phase_timeout_is_an_event_of_the_host(tmp_path):
         lease = Lease(taken, "engine-a:1", 60, clock, clock.monotonic())
         recorder = StoreRecorder(store, lease, clock, notification=taken)
         recorder.step_changed(hf.PHASE_TIMEOUT, StepState.SUCCESS,
-                              "phase 1 (priority 9) not finished")
+                              "phase 1 (priority 9) not finished",
+                              news=News(EventKind.PHASE_TIMEOUT))
         [event] = [e for e in store.events(taken.uuid)
                    if e.kind == "phase-timeout"]
         assert (event.subject, event.message) == (

@@ -49,8 +49,9 @@ class Told:
     def __init__(self):
         self.heard = []
 
-    def step_changed(self, step, state, message):
-        self.heard.append(("step", step, state))
+    def step_changed(self, step, state, message, *, news=None,
+                     instances=None):
+        self.heard.append(("step", step, state, instances))
 
     def instance_changed(self, result):
         outcome = result.outcome.value if result.outcome else None
@@ -82,7 +83,7 @@ def test_changes_are_told_once_in_the_order_they_happened(store, run):
                         at(4))
     assert follower.poll() is None
     assert told.heard == [
-        ("step", "recover-instances", "RUNNING"),
+        ("step", "recover-instances", "RUNNING", 2),
         ("instance", "vm-b", "locking", None),
         ("instance", "vm-a", "done", "recovered")]
     told.heard.clear()
@@ -100,7 +101,7 @@ def test_changes_are_told_once_in_the_order_they_happened(store, run):
     assert follower.poll() is None
     assert told.heard == [
         ("instance", "vm-b", "done", "failed"),
-        ("step", "recover-instances", "FAILURE"),
+        ("step", "recover-instances", "FAILURE", None),
         ("status", f"error, attempt 1: {HOST}: 1 recovered, 1 failed "
                    f"(recovery-engine retries it)")]
 
