@@ -1,10 +1,12 @@
-"""How a notification enters the store, from the API or the detector:
-classified once, given its first status, and stored.
+"""How a notification enters the store, from the API, the detector or an
+operator's command: classified once, recorded by its host's segment
+entry, given its first status and its first event, its origin's
+decision, and stored.
 
 ``new`` for what the engine acts on; ``ignored``, with the reason, for
 what it does not (a disabled segment, a host on maintenance, an event no
-flow acts on, a host failure nobody vouched for). Either is the first
-event of the notification, its origin's decision.
+flow acts on, a host failure nobody vouched for). An operator's command
+(``by_hand``) is neither: it is claimed as it is stored, and runs.
 """
 
 import datetime
@@ -15,7 +17,10 @@ from recovery.db.segments import Segment
 from recovery.db.store import Store
 from recovery.events import Decision
 from recovery.events import EventKind
+from recovery.notification import CLI
+from recovery.notification import COMMANDS
 from recovery.notification import DEFAULT_EVENT
+from recovery.notification import HOST_EVENT
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import NotificationType
@@ -57,6 +62,30 @@ def accept(store: Store, *, type: str | NotificationType, hostname: str,
         failover_segment_uuid=record and record[1].uuid, now=now,
         duplicate_window=duplicate_window, detection=detection,
         event=event)
+
+
+def by_hand(store: Store, *, kind: Kind, hostname: str, owner: str,
+            lease: float, actor: str) -> tuple[Notification, bool]:
+    """An operator's run of ``hostname`` ('recovery host-failure' or
+    'host-return', by ``kind``), claimed by ``owner`` in the transaction
+    that checks the host (``Store.claim_host``): the host's abandoned run
+    of that kind is resumed (returned with True), or a new one is stored
+    running, with origin ``cli`` and ``actor``'s claim as its first
+    event. ``RecoveryInProgress`` while a live process recovers the host.
+
+    Nothing ignores it: the operator vouches for the host, so neither a
+    host_status nor the segment's state is asked for.
+    """
+    record = store.host_record(hostname)
+    return store.claim_host(
+        type=kind.type.value, kind=kind, hostname=hostname,
+        payload={"event": HOST_EVENT[kind]}, origin=CLI, owner=owner,
+        lease=lease, actor=actor,
+        source_host_uuid=record and record[0].uuid,
+        failover_segment_uuid=record and record[1].uuid,
+        event=Decision(actor, hostname, EventKind.CLAIMED,
+                       f"run by hand ('recovery {COMMANDS[kind]} "
+                       f"{hostname}'): attempt 1 starts on {owner}"))
 
 
 def describe(type: str, payload: dict[str, Any]) -> str:

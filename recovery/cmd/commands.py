@@ -32,25 +32,11 @@ from recovery.cmd import segments
 from recovery.cmd import watch
 from recovery.concurrency import Clock
 from recovery.db import connection
-from recovery.db.claims import this_process
-from recovery.db.events import Decision
-from recovery.db.events import EventKind
 from recovery.db.store import Store
 from recovery.db.store import open_conf_store
 from recovery.engine import runner
-from recovery.engine.lease import Lease
-from recovery.engine.lease import LeaseKeeper
-from recovery.fencing import Fencing
-from recovery.fencing import load_fencing
-from recovery.flows import Env
-from recovery.flows import EvacuationWatcher
-from recovery.flows import Settings
-from recovery.flows import placement_for_host
-from recovery.flows import recover_host
+from recovery.notification import Kind
 from recovery.notification import Status
-from recovery.notification import classify
-from recovery.nova import Nova
-from recovery.nova import load_nova
 from recovery.results import Outcome
 from recovery.results import Recorder
 
@@ -157,25 +143,17 @@ def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
 
 
 def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
-    clock = Clock()
-    nova = _load_nova(conf, clock)
-    fencing = load_fencing(conf)
+    means = runner.Means.load(conf, Clock(), "recovery")
     if args.dry_run:
-        env = Env(nova=nova, clock=clock, settings=Settings.from_conf(conf),
-                  recorder=output.ProgressPrinter(),
-                  watcher=EvacuationWatcher(clock))
-        # No notification: the plan names the reserved hosts, takes none.
-        methods = placement_for_host(env, open_conf_store(conf), args.host,
-                                    notification_uuid="")
-        report = recover_host(env, args.host,
-                              fencer=fencing.for_host(args.host),
-                              dry_run=True, placement=methods)
+        report = runner.plan(means, open_conf_store(conf), args.host,
+                             output.ProgressPrinter())
     else:
         # The live view on a terminal; a script gets the lines.
-        with live.progress(f"host-failure {args.host}", clock, sys.stderr,
+        with live.progress(f"host-failure {args.host}", means.clock,
+                           sys.stderr,
                            wanted=args.format == "table") as listener:
-            report = _recorded_run(conf, args.host, "STOPPED", nova, clock,
-                                   fencing, listener).report
+            report = _recorded_run(conf, means, Kind.HOST_FAILURE,
+                                   args.host, listener).report
     render = output.render_json if args.format == "json" else (
         output.render_table)
     print(render(report))
@@ -183,23 +161,16 @@ def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
 
 
 def host_return(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
-    clock = Clock()
-    result = _recorded_run(conf, args.host, "STARTED",
-                           _load_nova(conf, clock), clock, load_fencing(conf),
+    result = _recorded_run(conf, runner.Means.load(conf, Clock(), "recovery"),
+                           Kind.HOST_RETURN, args.host,
                            output.ProgressPrinter())
     print(result.message)
     return EXIT_OK
 
 
-def _load_nova(conf: cfg.ConfigOpts, clock: Clock) -> Nova:
-    # Nova's logs tell which process sent each request.
-    return load_nova(conf, clock, user_agent=f"recovery ({this_process()})")
-
-
-def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
-                  nova: Nova, clock: Clock,
-                  fencing: Fencing, listener: Recorder) -> runner.Attempt:
-    """Run ``event`` for ``host`` as a notification in the store,
+def _recorded_run(conf: cfg.ConfigOpts, means: runner.Means, kind: Kind,
+                  host: str, listener: Recorder) -> runner.Attempt:
+    """Run ``kind`` for ``host`` as a notification in the store,
     journaled like the engine's: an interrupted run is resumed by the next
     one (or by recovery-engine), and shows in 'recovery notifications'.
     Refused while recovery is disarmed."""
@@ -210,43 +181,22 @@ def _recorded_run(conf: cfg.ConfigOpts, host: str, event: str,
             f"recovery is disarmed (by {arming.changed_by} at "
             f"{arming.changed_at:%Y-%m-%d %H:%M:%S} UTC: {arming.reason}); "
             f"run 'recovery arm' first")
-    seconds = conf.engine.lease_seconds
-    payload = {"event": event}
     # Who decides, in the events: the operator.
-    actor = _operator()
-    sent_at = clock.monotonic()
-    notification, resumed = store.claim_host(
-        hostname=host, kind=classify("COMPUTE_HOST", payload),
-        owner=this_process(), lease=seconds, payload=payload, actor=actor)
-    if resumed:
-        print(f"Resuming the interrupted run {notification.uuid}",
-              file=sys.stderr)
-    lease = Lease(notification, this_process(), seconds, clock, sent_at)
-    keeper = LeaseKeeper(store, clock, seconds)
-    keeper.track(lease)
-    keeper.start()
-    try:
-        env = Env(nova=nova.guarded(lease.check), clock=clock,
-                  settings=Settings.from_conf(conf),
-                  watcher=EvacuationWatcher(clock),
-                  recorder=runner.StoreRecorder(
-                      store, lease, clock,
-                      listener=listener, notification=notification,
-                      actor=actor))
-        result = runner.attempt(env, store, notification, fencing)
-    finally:
-        keeper.close()
+    with runner.by_hand(store, kind, host, seconds=conf.engine.lease_seconds,
+                        clock=means.clock, actor=_operator()) as run:
+        if run.resumed:
+            print(f"Resuming the interrupted run {run.notification.uuid}",
+                  file=sys.stderr)
+        result = run.attempt(means, listener)
     # The command is the operator's retry: it records no 'error' for the
     # engine to retry on its own.
-    status = (Status.FINISHED if result.status is Status.FINISHED
-              else Status.FAILED)
-    lease.write(store.finish, notification.uuid, status, result.message,
-                event=Decision(actor, host, EventKind(status.value),
-                               result.message))
+    run.finish(Status.FINISHED if result.status is Status.FINISHED
+               else Status.FAILED, result.message)
     if result.error is not None:
         raise result.error
-    print(f"Recorded as notification {notification.uuid}: 'recovery "
-          f"notifications show {notification.uuid}'", file=sys.stderr)
+    uuid = run.notification.uuid
+    print(f"Recorded as notification {uuid}: 'recovery notifications show "
+          f"{uuid}'", file=sys.stderr)
     return result
 
 

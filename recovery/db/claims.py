@@ -36,20 +36,17 @@ from oslo_db import exception as db_exc
 
 from recovery import exception
 from recovery.db import events
-from recovery.db.events import Decision
-from recovery.db.events import EventKind
 from recovery.db.notifications import NotificationStore
 from recovery.db.notifications import canonical_payload
 from recovery.db.notifications import row_to_notification
 from recovery.db.tables import locks
 from recovery.db.tables import notifications
+from recovery.events import Decision
+from recovery.events import EventKind
+from recovery.notification import COMMANDS
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
-
-# The command that runs each kind of host run by hand.
-_COMMANDS = {Kind.HOST_FAILURE: "host-failure",
-             Kind.HOST_RETURN: "host-return"}
 
 _T = TypeVar("_T")
 
@@ -327,20 +324,31 @@ class ClaimStore(NotificationStore):
             return self._started_within(conn, self.lease_clock(conn),
                                         seconds)
 
-    def claim_host(self, *, hostname: str, kind: Kind, owner: str,
-                   lease: float, payload: dict[str, Any],
-                   actor: str | None = None) -> tuple[Notification, bool]:
-        """Claim a run of ``hostname`` for the CLI: resume an abandoned
-        one (returned with True), or record a new one. Raise
-        ``RecoveryInProgress`` if a live process is recovering the host.
-        The claim's event names ``actor`` (the operator), or ``owner``."""
+    def claim_host(self, *, type: str, kind: Kind, hostname: str,
+                   payload: dict[str, Any], origin: str, owner: str,
+                   lease: float, actor: str, event: Decision,
+                   source_host_uuid: str | None = None,
+                   failover_segment_uuid: str | None = None
+                   ) -> tuple[Notification, bool]:
+        """Claim a run of ``hostname`` by hand, as the intake makes it
+        (``intake.by_hand``): resume an abandoned one of ``kind``
+        (returned with True; its takeover names ``actor``), or record a
+        new one, running under ``owner``, with ``event`` as its first
+        event. Raise ``RecoveryInProgress`` if a live process is
+        recovering the host, or an abandoned run of the other kind
+        must finish first."""
         return retry_conflicts(lambda: self._claim_host_under_lock(
-            hostname=hostname, kind=kind, owner=owner, lease=lease,
-            payload=payload, actor=actor or owner))
+            type=type, kind=kind, hostname=hostname, payload=payload,
+            origin=origin, owner=owner, lease=lease, actor=actor,
+            event=event, source_host_uuid=source_host_uuid,
+            failover_segment_uuid=failover_segment_uuid))
 
-    def _claim_host_under_lock(self, *, hostname: str, kind: Kind,
-                               owner: str, lease: float,
-                               payload: dict[str, Any], actor: str
+    def _claim_host_under_lock(self, *, type: str, kind: Kind,
+                               hostname: str, payload: dict[str, Any],
+                               origin: str, owner: str, lease: float,
+                               actor: str, event: Decision,
+                               source_host_uuid: str | None,
+                               failover_segment_uuid: str | None
                                ) -> tuple[Notification, bool]:
         with self._tx() as conn:
             lock_claims(conn)
@@ -352,7 +360,7 @@ class ClaimStore(NotificationStore):
                     f"{live.updated_at:%Y-%m-%d %H:%M:%S} UTC)")
             row = conn.execute(notifications.select().where(
                 notifications.c.hostname == hostname,
-                notifications.c.kind.in_([k.value for k in _COMMANDS]),
+                notifications.c.kind.in_([k.value for k in COMMANDS]),
                 notifications.c.status == Status.RUNNING.value)
                 .order_by(notifications.c.id).limit(1)).first()
             if row is not None:
@@ -361,7 +369,7 @@ class ClaimStore(NotificationStore):
                     raise exception.RecoveryInProgress(
                         f"an interrupted {item.event} run of {hostname} "
                         f"(notification {item.uuid}) must finish first: "
-                        f"run 'recovery {_COMMANDS[item.kind]} "
+                        f"run 'recovery {COMMANDS[item.kind]} "
                         f"{hostname}'")
                 taken = self._take(conn, item, owner, now, lease, actor)
                 if taken is not None:
@@ -370,16 +378,15 @@ class ClaimStore(NotificationStore):
             # claim the host in between.
             uuid = str(uuidlib.uuid4())
             conn.execute(notifications.insert().values(
-                uuid=uuid, type="COMPUTE_HOST", kind=kind.value,
-                hostname=hostname, generated_time=now,
-                payload=canonical_payload(payload), origin="cli",
-                status=Status.RUNNING.value, attempts=1, owner=owner,
-                started_at=now, lease_until=_later(now, lease),
-                version=0, created_at=now, updated_at=now))
-            events.insert(conn, uuid, now, Decision(
-                actor, hostname, EventKind.CLAIMED,
-                f"run by hand ('recovery {_COMMANDS[kind]} {hostname}'): "
-                f"attempt 1 starts on {owner}"))
+                uuid=uuid, type=type, kind=kind.value,
+                hostname=hostname, source_host_uuid=source_host_uuid,
+                failover_segment_uuid=failover_segment_uuid,
+                generated_time=now, payload=canonical_payload(payload),
+                origin=origin, status=Status.RUNNING.value, attempts=1,
+                owner=owner, started_at=now,
+                lease_until=_later(now, lease), version=0, created_at=now,
+                updated_at=now))
+            events.insert(conn, uuid, now, event)
             return self._read(conn, uuid), False
 
     def renew(self, uuid: str, *, holder: Holder) -> None:

@@ -1,26 +1,45 @@
-"""One attempt at a notification, journaled in the store.
+"""A claimed notification, run through its lease and journaled in the
+store: one way, for the engine and the CLI alike.
 
-The CLI and the service both run a host recovery (COMPUTE_HOST STOPPED)
-or a host return (STARTED) through ``attempt``: the same flows, the same
-journal, the same per-instance results. The service also runs the
-instance-failure (VM) and process-failure (PROCESS) flows through it.
-Which flow runs is the notification's kind, decided at intake (``FLOWS``).
+``Run`` is a claim of this process: its lease, renewed by a
+``LeaseKeeper``; its ``attempt`` with the process's ``Means`` (every
+Nova request checks the lease first, every change is journaled under it
+by ``StoreRecorder``); its ``finish``, recorded with the event of its
+status. The engine makes one for each notification it takes; the CLI's
+``host-failure`` and ``host-return`` make theirs with ``by_hand``, and
+their dry run plans with ``plan``.
+
+The engine runs every kind through ``attempt``: a host recovery
+(COMPUTE_HOST STOPPED) or return (STARTED), as the CLI does, and the
+instance-failure (VM) and process-failure (PROCESS) flows: the same
+flows, the same journal, the same per-instance results. Which flow runs
+is the notification's kind, decided at intake (``FLOWS``).
 """
 
+import contextlib
 import dataclasses
 import datetime
 import logging
 from collections.abc import Callable
+from collections.abc import Iterator
+
+from oslo_config import cfg
 
 from recovery import concurrency
 from recovery import exception
+from recovery import intake
+from recovery.db.claims import this_process
 from recovery.db.store import Store
 from recovery.engine.lease import Lease
+from recovery.engine.lease import LeaseKeeper
 from recovery.events import Decision
 from recovery.events import EventKind
 from recovery.events import News
 from recovery.fencing import Fencing
+from recovery.fencing import load_fencing
 from recovery.flows import Env
+from recovery.flows import EvacuationWatcher
+from recovery.flows import Settings
 from recovery.flows import handle_process_event
 from recovery.flows import placement_for_host
 from recovery.flows import recover_host
@@ -32,6 +51,8 @@ from recovery.notification import DETECTOR
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
+from recovery.nova import Nova
+from recovery.nova import load_nova
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -130,6 +151,141 @@ class Attempt:
     message: str
     report: HostReport | None = None
     error: exception.RecoveryError | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Means:
+    """What this process's runs act with: one Nova session (and rate
+    limit) for all of them, the fencing drivers, the options (each run
+    reads them as it starts), and one watcher of evacuations for every
+    host recovered at once."""
+
+    nova: Nova
+    fencing: Fencing
+    conf: cfg.ConfigOpts
+    clock: concurrency.Clock
+    watcher: EvacuationWatcher
+
+    @classmethod
+    def of(cls, conf: cfg.ConfigOpts, nova: Nova, fencing: Fencing,
+           clock: concurrency.Clock) -> "Means":
+        return cls(nova, fencing, conf, clock, EvacuationWatcher(clock))
+
+    @classmethod
+    def load(cls, conf: cfg.ConfigOpts, clock: concurrency.Clock,
+             program: str) -> "Means":
+        """From the config; raises ConfigError. Nova's logs tell which
+        process sent each request: ``program`` and this process's
+        name are its User-Agent."""
+        nova = load_nova(conf, clock,
+                         user_agent=f"{program} ({this_process()})")
+        return cls.of(conf, nova, load_fencing(conf), clock)
+
+    def settings(self) -> Settings:
+        return Settings.from_conf(self.conf)
+
+
+def _never() -> bool:
+    return False
+
+
+# The event of each end of a run.
+_ENDS = {Status.FINISHED: EventKind.FINISHED, Status.ERROR: EventKind.ERROR,
+         Status.FAILED: EventKind.FAILED, Status.IGNORED: EventKind.IGNORED}
+
+
+class Run:
+    """A notification this process has claimed, and its run.
+
+    Made as the claim returns (``taken_at``: the monotonic time before it
+    was sent), its lease is renewed by ``keeper`` until ``close``.
+    ``attempt`` runs what the notification asks: every Nova request
+    checks the lease first, every change is journaled under it as
+    ``actor``'s (default: ``owner``), and no instance starts once
+    ``stopping()``. ``finish`` records the end with the event of its
+    status, as the lease's last write. ``resumed``: the claim took up an
+    abandoned run.
+    """
+
+    def __init__(self, store: Store, notification: Notification,
+                 owner: str, *, seconds: float, clock: concurrency.Clock,
+                 taken_at: float, keeper: LeaseKeeper,
+                 actor: str | None = None,
+                 stopping: Callable[[], bool] = _never,
+                 resumed: bool = False):
+        self.store = store
+        self.notification = notification
+        self.clock = clock
+        self.lease = Lease(notification, owner, seconds, clock, taken_at)
+        self.actor = actor or owner
+        self.stopping = stopping
+        self.resumed = resumed
+        self._keeper = keeper
+        keeper.track(self.lease)
+
+    def attempt(self, means: Means,
+                listener: Recorder | None = None) -> Attempt:
+        """Run (or continue) the notification's flow once; ``listener``
+        is told of each change after it is journaled. Raises
+        StoreError, which records no outcome."""
+        env = Env(nova=means.nova.guarded(self.lease.check),
+                  clock=self.clock, settings=means.settings(),
+                  watcher=means.watcher, stopping=self.stopping,
+                  recorder=StoreRecorder(
+                      self.store, self.lease, self.clock, listener,
+                      notification=self.notification, actor=self.actor))
+        return attempt(env, self.store, self.notification, means.fencing)
+
+    def finish(self, status: Status, message: str, *,
+               retry_in: float | None = None) -> None:
+        """End the run as ``status``; ``retry_in`` seconds until the next
+        attempt may start. ``LeaseLost`` if this process no longer holds
+        it."""
+        self.lease.end(self.store.finish, self.notification.uuid, status,
+                       message, retry_in=retry_in, event=Decision(
+                           self.actor, self.notification.hostname,
+                           _ENDS[status], message))
+
+    def close(self) -> None:
+        """The lease is renewed no more."""
+        self._keeper.untrack(self.lease)
+
+
+@contextlib.contextmanager
+def by_hand(store: Store, kind: Kind, hostname: str, *, seconds: float,
+            clock: concurrency.Clock, actor: str) -> Iterator[Run]:
+    """An operator's run of ``hostname`` (``recovery host-failure`` or
+    ``host-return``): claimed through the intake (``intake.by_hand``:
+    an abandoned run resumed, or a new one recorded; refused while a
+    live process recovers the host), its lease renewed by a keeper of
+    its own while the block runs. Every event of it names ``actor``."""
+    owner = this_process()
+    sent_at = clock.monotonic()
+    notification, resumed = intake.by_hand(
+        store, kind=kind, hostname=hostname, owner=owner, lease=seconds,
+        actor=actor)
+    keeper = LeaseKeeper(store, clock, seconds)
+    run = Run(store, notification, owner, seconds=seconds, clock=clock,
+              taken_at=sent_at, keeper=keeper, actor=actor,
+              resumed=resumed)
+    keeper.start()
+    try:
+        yield run
+    finally:
+        keeper.close()
+
+
+def plan(means: Means, store: Store, host: str,
+         recorder: Recorder) -> HostReport:
+    """What a recovery of ``host`` would do, with the same fencing and
+    recovery methods as a run, changing nothing and recording nothing
+    (``recovery host-failure --dry-run``). No notification: the plan
+    names the reserved hosts, and takes none."""
+    env = Env(nova=means.nova, clock=means.clock, settings=means.settings(),
+              recorder=recorder, watcher=means.watcher)
+    methods = placement_for_host(env, store, host, notification_uuid="")
+    return recover_host(env, host, fencer=means.fencing.for_host(host),
+                        dry_run=True, placement=methods)
 
 
 def attempt(env: Env, store: Store, notification: Notification,

@@ -27,9 +27,12 @@ from recovery.db.claims import this_process
 from recovery.db.store import Store
 from recovery.db.store import Unreachable
 from recovery.db.store import open_conf_store
+from recovery.engine import runner
+from recovery.engine.detector import Detector
+from recovery.engine.gates import Gates
+from recovery.engine.lease import LeaseKeeper
 from recovery.engine.service import Engine
 from recovery.engine.systemd import Notifier
-from recovery.fencing import load_fencing
 from recovery.metrics import METRICS
 from recovery.nova import load_nova
 
@@ -202,11 +205,8 @@ def build(conf: cfg.ConfigOpts, notifier: Notifier) -> Server:
         clock=clock)
     # One session and one rate limit for every recovery. The intake check
     # answers quickly, outside the queue.
-    # Nova's logs tell which engine sent each request.
-    nova = load_nova(conf, clock,
-                     user_agent=f"recovery-engine ({this_process()})")
-    engine = Engine(conf, store, nova, load_fencing(conf), clock,
-                    heartbeat=Heartbeat(notifier))
+    means = runner.Means.load(conf, clock, "recovery-engine")
+    engine = engine_for(conf, store, means, heartbeat=Heartbeat(notifier))
     checker = load_nova(conf, clock, timeout=conf.api.nova_check_timeout,
                         retries=0, rate=0)
     api = app.build(
@@ -226,6 +226,22 @@ def build(conf: cfg.ConfigOpts, notifier: Notifier) -> Server:
                        else ())
     return Server(conf, store, engine,
                   auth.protect(_with_metrics(api), conf, public), notifier)
+
+
+def engine_for(conf: cfg.ConfigOpts, store: Store, means: runner.Means,
+               heartbeat: Callable[[str], None] = lambda status: None
+               ) -> Engine:
+    """The engine, with its parts made from the config: the detector and
+    the safety gates on ``means``' Nova, one lease keeper for all its
+    runs, and each claimed notification run with ``means``."""
+    clock = means.clock
+    return Engine(
+        conf, store, clock,
+        detector=Detector(conf, store, means.nova, means.fencing, clock,
+                          name=this_process()),
+        gates=Gates(conf, store, means.nova, clock),
+        keeper=LeaseKeeper(store, clock, conf.engine.lease_seconds),
+        attempt=lambda run: run.attempt(means), heartbeat=heartbeat)
 
 
 def _with_metrics(api: Any) -> Any:

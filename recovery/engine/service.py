@@ -13,6 +13,10 @@ store a host failure it saw; it is claimed like any other.
 Before a claim, the safety gates: while disarmed only runs already under
 way (abandoned by a crashed engine) are taken up; a new recovery waits
 for the per-window cap and the mass-failure brake (``gates``).
+
+Its parts come from ``server.build``: the detector, the gates, the lease
+keeper, and how a claimed notification is run (``attempt``, given the
+``runner.Run`` of the claim).
 """
 
 import logging
@@ -24,23 +28,17 @@ from recovery import concurrency
 from recovery import exception
 from recovery.db.claims import split_owner
 from recovery.db.claims import this_process
-from recovery.db.events import Decision
-from recovery.db.events import EventKind
 from recovery.db.store import Store
-from recovery.engine import gates
 from recovery.engine import runner
 from recovery.engine.detector import Detector
-from recovery.engine.lease import Lease
+from recovery.engine.gates import Gates
 from recovery.engine.lease import LeaseKeeper
-from recovery.fencing import Fencing
-from recovery.flows import Env
-from recovery.flows import EvacuationWatcher
-from recovery.flows import Settings
+from recovery.events import Decision
+from recovery.events import EventKind
 from recovery.metrics import METRICS
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
-from recovery.nova import Nova
 
 LOG = logging.getLogger(__name__)
 
@@ -48,29 +46,30 @@ LOG = logging.getLogger(__name__)
 # again (retries falling due, runs abandoned by another engine).
 IDLE_WAIT = 1.0
 
+# How the engine runs a notification it has claimed: one attempt.
+Attempter = Callable[[runner.Run], runner.Attempt]
+
 
 class Engine:
     def __init__(self, conf: cfg.ConfigOpts, store: Store,
-                 nova: Nova, fencing: Fencing,
-                 clock: concurrency.Clock,
+                 clock: concurrency.Clock, *, detector: Detector,
+                 gates: Gates, keeper: LeaseKeeper, attempt: Attempter,
                  heartbeat: Callable[[str], None] = lambda status: None):
+        """``keeper``: renews the lease of every run of this engine,
+        from ``serve`` until it returns."""
         self.conf = conf
         self.store = store
-        self.nova = nova
-        self.fencing = fencing
         self.clock = clock
-        # One poll of Nova's evacuations for every host recovered at once.
-        self.watcher = EvacuationWatcher(clock)
-        self.gates = gates.Gates(conf, store, nova, clock)
+        self.gates = gates
         self._armed = True
         self.owner = this_process()
-        self.detector = Detector(conf, store, nova, fencing, clock,
-                                 name=self.owner)
+        self.detector = detector
         self.heartbeat = heartbeat
         self.wake = concurrency.Event()
         self._stopping = concurrency.Event()
         self._runs: dict[str, tuple[Notification, concurrency.Task]] = {}
-        self._keeper = LeaseKeeper(store, clock, conf.engine.lease_seconds)
+        self._keeper = keeper
+        self._attempt = attempt
         self._next_report = 0.0
 
     # -- the loop ----------------------------------------------------------
@@ -182,12 +181,21 @@ class Engine:
             LOG.info("Claimed notification %s: %s of host %s, attempt %d",
                      notification.uuid, notification.event,
                      notification.hostname, notification.attempts)
-            lease = Lease(notification, self.owner, group.lease_seconds,
-                          self.clock, taken_at=sent_at)
-            self._keeper.track(lease)
+            run = self.claimed(notification, sent_at, group.lease_seconds)
             self._runs[notification.uuid] = (
-                notification,
-                concurrency.spawn(self.run, notification, lease))
+                notification, concurrency.spawn(self.run, run))
+
+    def claimed(self, notification: Notification, taken_at: float,
+                seconds: float | None = None) -> runner.Run:
+        """The run of ``notification``, just taken by this engine (the
+        take sent at ``taken_at``, for a lease of ``seconds``): its lease
+        renewed from now on."""
+        if seconds is None:
+            seconds = self.conf.engine.lease_seconds
+        return runner.Run(self.store, notification, self.owner,
+                          seconds=seconds, clock=self.clock,
+                          taken_at=taken_at, keeper=self._keeper,
+                          stopping=self._stopping.is_set)
 
     def _check_armed(self) -> bool:
         arming = self.store.arming()
@@ -224,32 +232,23 @@ class Engine:
                         notification.hostname)
 
     # -- one run -----------------------------------------------------------
-    def run(self, notification: Notification, lease: Lease) -> None:
+    def run(self, run: runner.Run) -> None:
         """Recover the notification's host, record the outcome, and wake
         the loop: a notification may be waiting for this run's slot."""
         started = self.clock.monotonic()
         try:
-            self._run(notification, lease)
+            self._run(run)
         finally:
-            self._keeper.untrack(lease)
+            run.close()
             self.wake.set()
-            if notification.kind is Kind.HOST_FAILURE:
+            if run.notification.kind is Kind.HOST_FAILURE:
                 METRICS.host_seconds.observe(
                     self.clock.monotonic() - started)
 
-    def _run(self, notification: Notification, lease: Lease) -> None:
-        # Everything this run asks of Nova first checks it still holds
-        # the run.
-        env = Env(nova=self.nova.guarded(lease.check), clock=self.clock,
-                  settings=Settings.from_conf(self.conf),
-                  watcher=self.watcher,
-                  recorder=runner.StoreRecorder(
-                      self.store, lease, self.clock,
-                      notification=notification),
-                  stopping=self._stopping.is_set)
+    def _run(self, run: runner.Run) -> None:
+        notification = run.notification
         try:
-            result = runner.attempt(env, self.store, notification,
-                                    self.fencing)
+            result = self._attempt(run)
         except exception.StoreError as exc:
             LOG.error("Notification %s stops: the store failed (%s). It "
                       "resumes from its journal once the database is back",
@@ -265,13 +264,13 @@ class Engine:
                         result.message)
             return
         try:
-            self._finish(notification, lease, result)
+            self._finish(run, result)
         except exception.RecoveryError as exc:
             LOG.error("Could not record the end of notification %s (%s); "
                       "it resumes from the journal", notification.uuid, exc)
 
-    def _finish(self, notification: Notification, lease: Lease,
-                result: runner.Attempt) -> None:
+    def _finish(self, run: runner.Run, result: runner.Attempt) -> None:
+        notification = run.notification
         status, message, retry = result.status, result.message, None
         group = self.conf.engine
         if status is Status.ERROR:
@@ -288,7 +287,4 @@ class Engine:
         log = LOG.info if status is Status.FINISHED else LOG.error
         log("Notification %s %s: %s", notification.uuid, status.value,
             message)
-        lease.write(self.store.finish, notification.uuid, status, message,
-                    retry_in=retry, event=Decision(
-                        self.owner, notification.hostname,
-                        EventKind(status.value), message))
+        run.finish(status, message, retry_in=retry)

@@ -25,6 +25,7 @@ import pytest
 import sqlalchemy as sa
 
 from recovery import exception
+from recovery import intake
 from recovery.db import connection
 from recovery.db.events import EventKind
 from recovery.db.store import open_store
@@ -149,8 +150,8 @@ def agree(one, other, count):
 
 def claim_host(store, host, owner):
     """What 'recovery host-failure HOST' claims."""
-    return store.claim_host(hostname=host, kind=Kind.HOST_FAILURE,
-                            owner=owner, lease=LEASE, payload=STOPPED)
+    return intake.by_hand(store, kind=Kind.HOST_FAILURE, hostname=host,
+                          owner=owner, lease=LEASE, actor=owner)
 
 
 # -- the races ---------------------------------------------------------------

@@ -11,7 +11,9 @@ from oslo_config import cfg
 from recovery import conf as recovery_conf
 from recovery.db.store import open_store
 from recovery.engine import runner
-from recovery.engine.lease import Lease
+from recovery.engine.detector import Detector
+from recovery.engine.gates import Gates
+from recovery.engine.lease import LeaseKeeper
 from recovery.engine.runner import retry_delay
 from recovery.engine.service import Engine
 from recovery.engine.systemd import Notifier
@@ -67,8 +69,7 @@ def test_watchdog_is_for_this_process_only():
     assert Notifier(other).watchdog_interval is None
 
 
-def test_a_finished_run_wakes_the_loop_for_waiting_work(tmp_path,
-                                                        monkeypatch):
+def test_a_finished_run_wakes_the_loop_for_waiting_work(tmp_path):
     """A host waiting for a free slot is claimed as soon as a run ends,
     not at the loop's next idle look."""
     conf = cfg.ConfigOpts()
@@ -79,13 +80,27 @@ def test_a_finished_run_wakes_the_loop_for_waiting_work(tmp_path,
     store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
               hostname="compute-1", generated_time=clock.now(), payload={},
               origin="api", status=Status.NEW, now=clock.now())
-    engine = Engine(conf, store, nova=Nova(None, retries=0, clock=clock),
-                    fencing=load_fencing(conf), clock=clock)
+    nova, fencing = Nova(None, retries=0, clock=clock), load_fencing(conf)
+    keeper = LeaseKeeper(store, clock, 60)
+    attempted = []
+
+    def attempt(run):
+        attempted.append(run.notification.uuid)
+        return runner.Attempt(Status.FINISHED, "1 recovered")
+
+    engine = Engine(conf, store, clock,
+                    detector=Detector(conf, store, nova, fencing, clock),
+                    gates=Gates(conf, store, nova, clock), keeper=keeper,
+                    attempt=attempt)
     notification = store.take(store.next_runnable(), engine.owner, 60)
-    monkeypatch.setattr(runner, "attempt", lambda env, store, n, fencing:
-                        runner.Attempt(Status.FINISHED, "1 recovered"))
-    engine.run(notification, Lease(notification, engine.owner, 60, clock,
-                                   clock.monotonic()))
+    run = engine.claimed(notification, clock.monotonic(), 60)
+    assert keeper.tracked() == [run.lease]
+    engine.run(run)
+    assert attempted == [notification.uuid]
     assert engine.wake.is_set()
+    assert keeper.tracked() == []
     assert store.get(notification.uuid).status is Status.FINISHED
+    [*_, end] = store.events(notification.uuid)
+    assert (end.actor, end.kind, end.message) == (
+        engine.owner, "finished", "1 recovered")
     store.close()

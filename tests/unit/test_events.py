@@ -13,9 +13,10 @@ from recovery import exception
 from recovery import intake
 from recovery.api import validation
 from recovery.cmd import events as events_command
+from recovery.engine import runner
+from recovery.engine import server
 from recovery.engine.lease import Lease
 from recovery.engine.runner import StoreRecorder
-from recovery.engine.service import Engine
 from recovery.fencing import load_fencing
 from recovery.flows import host_failure as hf
 from recovery.flows import process_failure
@@ -183,7 +184,8 @@ def test_the_brake_s_hold_is_recorded_once_per_verdict(store, clock):
     nova.clock = clock
     for n, state in enumerate(("down", "down", "down", "up"), 1):
         nova.add_service(f"compute-{n}", state=state)
-    engine = Engine(conf, store, nova, load_fencing(conf), clock)
+    engine = server.engine_for(
+        conf, store, runner.Means.of(conf, nova, load_fencing(conf), clock))
     item = notify(store, clock)
     for _ in range(3):
         engine._claim()

@@ -7,6 +7,8 @@ check it, so an import inside a function counts too, and so does
 - the engine, the command line and the API import from recovery.flows
   only the entry points that recovery/flows/__init__.py exports, never a
   flow's internals;
+- the command line wires no run of its own: its leases, claims and
+  events are the runner's (recovery.engine.runner), as the engine's are;
 - only recovery/concurrency.py imports threading, or eventlet.
 """
 
@@ -121,6 +123,13 @@ def test_only_the_flows_entry_points_are_imported(package):
                 if (ROOT / "flows" / f"{name}.py").exists()]
     wrong = [i for i in imports(package) if i.reaches("recovery.flows")
              and not (i.module == "recovery.flows" and i.name in exported)]
+    assert wrong == []
+
+
+def test_the_command_line_runs_through_the_runner():
+    wiring = ("recovery.engine.lease", "recovery.db.claims",
+              "recovery.db.events")
+    wrong = [i for i in imports("cmd") if any(i.reaches(m) for m in wiring)]
     assert wrong == []
 
 

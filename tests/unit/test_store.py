@@ -15,11 +15,13 @@ import pytest
 import sqlalchemy as sa
 
 from recovery import exception
+from recovery import intake
 from recovery.concurrency import ThreadTaskPool
 from recovery.db.claims import Holder
 from recovery.db.events import Decision
 from recovery.db.events import EventKind
 from recovery.db.store import open_store
+from recovery.notification import Kind
 from recovery.notification import Status
 from recovery.notification import classify
 from recovery.results import InstanceResult
@@ -83,12 +85,12 @@ def add(store, hostname="compute-1", *, type="COMPUTE_HOST",
                      **kwargs)
 
 
-def claim_host(store, *, payload, now, **kwargs):
-    """What the CLI does, at ``now`` by the database's clock: the kind is
-    decided from the payload."""
+def claim_host(store, *, payload, now, owner, actor=None, **kwargs):
+    """What the CLI does (``intake.by_hand``), at ``now`` by the
+    database's clock: the kind is decided from the payload."""
     store.lease_clock.now = now
-    return store.claim_host(kind=classify("COMPUTE_HOST", payload),
-                            payload=payload, **kwargs)
+    return intake.by_hand(store, kind=classify("COMPUTE_HOST", payload),
+                          owner=owner, actor=actor or owner, **kwargs)
 
 
 def holder(store, uuid, owner):
@@ -1004,6 +1006,25 @@ def test_a_run_by_hand_is_the_operator_s_claim(store):
         f"run by hand ('recovery host-failure compute-1'): attempt 1 "
         f"starts on {ME}")
     assert event.created_at == NOW
+
+
+def test_a_run_by_hand_is_recorded_by_its_host_s_segment_entry(store):
+    """As a monitor's is; and the operator vouches for the host: one on
+    maintenance in a disabled segment is run all the same."""
+    segment = store.create_segment(name="rack-1", recovery_method="auto",
+                                   enabled=False, now=NOW)
+    host = store.create_host(segment.uuid, name="compute-1",
+                             on_maintenance=True, now=NOW)
+    item, _ = claim_host(store, hostname="compute-1", owner=ME,
+                         payload={"event": "STARTED"}, lease=LEASE, now=NOW)
+    assert (item.type, item.kind, item.origin, item.status) == (
+        "COMPUTE_HOST", Kind.HOST_RETURN, "cli", Status.RUNNING)
+    assert item.payload == {"event": "STARTED"}
+    assert (item.source_host_uuid, item.failover_segment_uuid) == (
+        host.uuid, segment.uuid)
+    [event] = store.events(item.uuid)
+    assert event.message.startswith(
+        "run by hand ('recovery host-return compute-1')")
 
 
 def test_a_hold_is_recorded_once_per_cause(store):

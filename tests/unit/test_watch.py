@@ -8,6 +8,7 @@ import io
 import pytest
 
 from recovery import exception
+from recovery import intake
 from recovery.cmd import watch
 from recovery.db.claims import Holder
 from recovery.db.store import open_store
@@ -37,9 +38,8 @@ def store(tmp_path):
 
 @pytest.fixture
 def run(store):
-    item, _ = store.claim_host(hostname=HOST, kind=Kind.HOST_FAILURE,
-                               owner=OWNER, lease=LEASE,
-                               payload={"event": "STOPPED"})
+    item, _ = intake.by_hand(store, kind=Kind.HOST_FAILURE, hostname=HOST,
+                             owner=OWNER, lease=LEASE, actor=OWNER)
     return item
 
 
