@@ -225,8 +225,9 @@ def test_two_upgrades_on_two_nodes_leave_the_schema_at_head(
     """'recovery db upgrade' run on two nodes at once (which the README
     says not to do: its lock, GET_LOCK, is one node's). Galera runs each
     DDL statement in one order on every node, so the run that is behind
-    fails on a table or column the other made, and the schema ends at
-    this version's head; a run after that has nothing to do."""
+    fails on a table or column the other made (under load both may fail,
+    each on the other's step); one more run takes the schema to this
+    version's head, whatever the two left."""
     failed = 0
     for trial in range(UPGRADES):
         with cluster.database() as name:
@@ -243,7 +244,6 @@ def test_two_upgrades_on_two_nodes_leave_the_schema_at_head(
             codes = [run.wait(120) for run in runs]
             for run in runs:
                 run.stderr.close()
-            assert 0 in codes, codes
             failed += sum(1 for code in codes if code)
             assert run_cli(configs[1], "db", "upgrade").returncode == 0
             engine = sa.create_engine(cluster.nodes[2].url(name))
