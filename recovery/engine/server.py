@@ -105,6 +105,10 @@ class Server:
                 LOG.info("Listening on %s:%d (auth: %s); store open",
                          self.conf.api.host, self.port,
                          self.conf.api.auth_strategy)
+                # The loop's first turn follows at once; a scrape that
+                # comes first (the API answers on its own threads) sees
+                # it alive, not a loop that never turned.
+                METRICS.heartbeat.set_to_current_time()
                 self.notifier.ready(
                     f"listening on {self.conf.api.host}:{self.port}")
                 self.engine.serve()     # returns once drained after stop()
