@@ -76,7 +76,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
-from recovery.db.events import EventKind
+from recovery.events import EventKind
 from recovery.results import StepState
 from tests.bmc import write_credentials_file
 from tests.bmc.redfish import RedfishBmc
@@ -413,6 +413,9 @@ def one_loss(cloud: Cloud, engine: EngineProcess, host: Host, number: int,
         "evacuate_calls": len(evacuates),
         "bmc_power_off_requests": bmc_watch.requests,
         "since_loss_s": since,
+        # The run's steps, seconds after the loss: where a stage went.
+        "steps": [[st.step, st.state, round(_epoch(st.created_at) - lost, 3)]
+                  for st in steps],
         "loss_to_fencing": since["bmc_request"],
         "fenced_to_evacuate": (None if fenced is None or not evacuates
                                else round(min(evacuates) - fenced, 3)),

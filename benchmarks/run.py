@@ -5,10 +5,12 @@
 Needs the ``integration`` extra (the real Nova of benchmark 1), and root
 for the network namespaces of the fast path's (benchmarks/fastpath.py,
 about 20 minutes). The soak (benchmarks/soak.py) alone takes about 22
-minutes. Each benchmark also prints its own table and writes
+minutes; the backends side by side (benchmarks/backends.py) about 10.
+Each benchmark also prints its own table and writes
 benchmarks/results/*.json.
 """
 
+from benchmarks import backends
 from benchmarks import detector
 from benchmarks import fastpath
 from benchmarks import latency
@@ -31,6 +33,7 @@ def main() -> None:
     fastpath_data = fastpath.main()
     metrics_data = metrics.main()
     startup_data = startup.main()
+    backends_data = backends.main()
     soak_data = soak.main()
     rows = []
     for run in ttr_data.values():
@@ -87,6 +90,14 @@ def main() -> None:
          startup_data["libraries_floor"]["median_s"], "report"),
         ("recovery --help (s)", startup_data["help"]["median_s"], "report"),
     ]
+    for key, figure in backends_data["figures"].items():
+        label = backends_data["labels"][key]
+        eventlet = figure["eventlet"]["median"]
+        rows += [
+            (f"{label}, eventlet", eventlet, "report"),
+            ("  the same, threading", figure["threading"]["median"],
+             f"<= {eventlet + figure['noise']:.3g} (eventlet + noise)"),
+        ]
     rows += [(f"store time per instance, {backend} (ms)",
               data["ms_per_instance"], "report")
              for backend, data in store_data.items()]

@@ -29,14 +29,17 @@ HOSTS, PER_HOST = 20, 50
 CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
-def one_host(instances: int) -> dict[str, Any]:
+def one_host(instances: int,
+             env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``recovery host-failure`` as a child (in ``env``, default this
+    process's), ``instances`` in flight at once."""
     with FakeNova(evacuation_latency=LATENCY) as fake, \
             tempfile.TemporaryDirectory() as workdir:
         common.failed_host(fake, instances)
         config = common.recovery_config(Path(workdir), fake.endpoint,
                                         threads=max(instances, 1),
                                         poll_interval=1.0, rate=0)
-        run = common.run_cli(config)
+        run = common.run_cli(config, env=env)
         peak = _peak_in_flight(fake.requests)
     return {"instances": instances, "cpu_s": run["cpu_s"],
             "peak_rss_mb": run["peak_rss_mb"], "peak_in_flight": peak,

@@ -72,6 +72,16 @@ def first_request(env: dict[str, str], migrated: bool) -> float:
     return first - run["started"]
 
 
+def scratch_cache_env(cache: str,
+                      base: dict[str, str] | None = None) -> dict[str, str]:
+    """``base`` (default: this process's environment) writing its
+    bytecode to ``cache`` and not to the tree."""
+    env = {**(os.environ if base is None else base),
+           "PYTHONPYCACHEPREFIX": cache}
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
+    return env
+
+
 def help_seconds(env: dict[str, str]) -> float:
     started = time.time()
     _python(env, "-m", "recovery.cmd.cli", "--help")
@@ -91,8 +101,7 @@ def _python(env: dict[str, str], *args: str) -> str:
 
 def main() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as cache:
-        env = {**os.environ, "PYTHONPYCACHEPREFIX": cache}
-        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env = scratch_cache_env(cache)
         first_request(env, migrated=False)
         fresh = [first_request(env, migrated=False) for _ in range(RUNS)]
         migrated = [first_request(env, migrated=True) for _ in range(RUNS)]

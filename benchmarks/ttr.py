@@ -171,23 +171,26 @@ def run_client(instances: int,
     return {"seconds": recovered - started, "requests": len(calls)}
 
 
-def run_recovery(instances: int, threads: int | None) -> dict[str, Any]:
-    """``recovery host-failure`` as a child, at its defaults but for
-    ``threads`` (None: the default) and the Nova endpoint."""
+def run_recovery(instances: int, threads: int | None,
+                 env: dict[str, str] | None = None) -> dict[str, Any]:
+    """``recovery host-failure`` as a child (in ``env``, default this
+    process's), at its defaults but for ``threads`` (None: the default)
+    and the Nova endpoint."""
     with prepared_nova(instances) as nova, \
             tempfile.TemporaryDirectory() as workdir:
         mark = len(nova.calls())
         config = common.default_config(Path(workdir), nova.endpoint,
                                        threads)
         monitor = Monitor(nova, instances)
-        run = common.run_cli(config)
+        run = common.run_cli(config, env=env)
         recovered = monitor.wait(60)
         calls = nova.calls()[mark:]
     summary = run["report"]["summary"]
     if summary.get("recovered") != instances:
         raise RuntimeError(f"recovery did not recover them all: {summary}")
     return {"seconds": recovered - run["started"], "requests": len(calls),
-            "cpu_s": run["cpu_s"], "kinds": _kinds(calls)}
+            "cpu_s": run["cpu_s"], "peak_rss_mb": run["peak_rss_mb"],
+            "kinds": _kinds(calls)}
 
 
 def _kinds(calls: list[dict[str, Any]]) -> dict[str, int]:
