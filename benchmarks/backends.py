@@ -1,6 +1,6 @@
 """Benchmark: the two concurrency backends side by side.
 
-    python -m benchmarks.backends       (about 12 minutes; needs the
+    python -m benchmarks.backends       (about 9 minutes; needs the
                                          ``integration`` extra)
 
 The same figures as the other benchmarks, each measured on eventlet and

@@ -5,7 +5,7 @@
 Needs the ``integration`` extra (the real Nova of benchmark 1), and root
 for the network namespaces of the fast path's (benchmarks/fastpath.py,
 about 20 minutes). The soak (benchmarks/soak.py) alone takes about 22
-minutes; the backends side by side (benchmarks/backends.py) about 10.
+minutes; the backends side by side (benchmarks/backends.py) about 9.
 Each benchmark also prints its own table and writes
 benchmarks/results/*.json.
 """
