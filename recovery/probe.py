@@ -79,14 +79,12 @@ class Probe:
                     f"not resolve ({exc}); set [detector] probe_addresses "
                     f"for it") from exc
             except OSError as exc:
-                if exc.errno in _ANSWERS:
-                    return (f"{host} ({address}) answers on TCP port "
-                            f"{port}: the connection was refused, so its "
-                            f"network stack runs")
+                answer = _answered(host, address, port, exc.errno)
+                if answer is not None:
+                    return answer
                 LOG.debug("Probe of %s:%d: %s", address, port, exc)
                 continue
-            return (f"{host} ({address}) answers on TCP port {port}: a "
-                    f"connection was accepted")
+            return _answered(host, address, port, 0)
         return None
 
 
@@ -115,8 +113,8 @@ class _History:
 
 class Prober:
     """Probe every watched host each ``probe_interval``, all at once,
-    with non-blocking connects on one selector: one socket per port of
-    each host in flight, and no thread per host.
+    with non-blocking connects polled together (``connect_all``): one
+    socket per port of each host in flight, and no thread per host.
 
     One task runs ``run``; the detector sets the hosts (``watch``) and
     reads ``view``; a lock guards the histories they share. ``record``
