@@ -21,6 +21,7 @@ class EventKind(str, enum.Enum):
     TAKEN_OVER = "taken-over"       # a dead holder's run resumed
     FENCED = "fenced"               # powered off, verified Off
     FENCE_FAILED = "fence-failed"
+    FENCE_ATTEMPT = "fence-attempt"  # one device of a level: its answer
     PROBE_SILENT = "probe-silent"   # the liveness probe: no answer
     PROBE_ANSWERED = "probe-answered"
     ISOLATED = "isolated"           # forced down and disabled in Nova

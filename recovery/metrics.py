@@ -89,6 +89,13 @@ class Metrics:
             f"{PREFIX}_fencing_attempts", "Host fencing attempts, by "
             "driver and result (off: verified powered off).",
             ["driver", "result"], registry=reg)
+        self.fencing_devices = prometheus_client.Histogram(
+            f"{PREFIX}_fencing_device_seconds", "Seconds each fencing "
+            "device took to prove a host off or to fail, by level, "
+            "device (its name in the credentials file) and result "
+            "(proved, failed).", ["level", "device", "result"],
+            buckets=(0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120),
+            registry=reg)
         self.in_flight = prometheus_client.Gauge(
             f"{PREFIX}_host_recoveries_in_flight", "Runs (host failures, "
             "host returns, instance and process failures) this engine is "

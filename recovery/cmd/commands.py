@@ -2,8 +2,9 @@
 process is green.
 
 Exit codes: 0 every instance recovered (or nothing to do, or the edit
-made), 1 recovery failed (an instance failed, fencing failed, or Nova
-failed or could not be reached), 2 bad usage or config, an unknown host,
+made, or every fencing device answered 'fencing check'), 1 recovery
+failed (an instance failed, fencing failed, or Nova failed or could not
+be reached) or a fencing device did not answer 'fencing check', 2 bad usage or config, an unknown host,
 segment or notification, invalid input, or a name already taken, 3
 refused for safety (a host that heartbeats, one that another live
 process is recovering, a host return while guests still move away,
@@ -26,6 +27,7 @@ from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.api import validation
 from recovery.cmd import events
+from recovery.cmd import fencing
 from recovery.cmd import live
 from recovery.cmd import output
 from recovery.cmd import segments
@@ -111,6 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_parser(actions)
     segments.add_parsers(commands)
     events.add_parser(commands)
+    fencing.add_parser(commands)
     database = commands.add_parser(
         "db", help="The store's schema.",
         description="A shared database (PostgreSQL, MariaDB/MySQL) is "
@@ -284,6 +287,10 @@ def segments_and_hosts(conf: cfg.ConfigOpts,
     return EXIT_OK
 
 
+def fencing_check(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    return EXIT_OK if fencing.check(conf, args) else EXIT_FAILED
+
+
 def _fail(code: int, message: str) -> int:
     print(f"recovery: error: {message}", file=sys.stderr)
     return code
@@ -293,7 +300,7 @@ COMMANDS = {"host-failure": host_failure, "host-return": host_return,
             "notifications": notifications, "disarm": set_arming,
             "arm": set_arming, "status": status,
             "segment": segments_and_hosts, "host": segments_and_hosts,
-            "db": db, "events": events.run}
+            "db": db, "events": events.run, "fencing": fencing_check}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -8,18 +8,21 @@ back until the BMC says Off; if that cannot be shown within
 ``load_fencing(conf)`` reads ``[fencing]`` and the credentials file once
 and checks them; ``Fencing.for_host(host)`` picks the host's settings
 (exact section, else first matching pattern, else ``[fencing]``) and
-returns a ``Fencer`` of the host's driver, or None for driver ``none``.
+returns its ``HostFence``: levels of devices, tried in order until every
+device of one proves the host off (one level of one device for a plain
+``driver``), or None for driver ``none``.
 
-The drivers (``redfish``, ``ipmi``) are imported only when a host needs
-them, so sushy and pyghmi are imported by their own module only. Each
-driver module is the one place where its library's errors become
+The drivers (``redfish``, ``ipmi``, ``fence_agent`` for any installed
+ClusterLabs fence agent) are imported only when a host needs them, so
+sushy and pyghmi are imported by their own module only. Each driver
+module is the one place where its library's (or agent's) errors become
 ``FencingError``. Passwords are held in ``Secret`` and never appear in a
-message, a log line or a repr.
+message, a log line, a repr or a command line.
 
 The parts: ``credentials`` (``[fencing]`` and the credentials file),
-``fencer`` (the power-off-and-verify loop every driver shares),
-``secret``, and one module per driver. This face names what the rest of
-recovery uses.
+``levels`` (a host's levels and devices), ``fencer`` (the
+power-off-and-verify loop every driver shares), ``secret``, and one
+module per driver. This face names what the rest of recovery uses.
 """
 
 from recovery.fencing.credentials import Fencing
@@ -29,7 +32,11 @@ from recovery.fencing.fencer import BmcSettings
 from recovery.fencing.fencer import Fencer
 from recovery.fencing.fencer import Timing
 from recovery.fencing.fencer import call_bounded
+from recovery.fencing.levels import DeviceAttempt
+from recovery.fencing.levels import DeviceCheck
+from recovery.fencing.levels import HostFence
 from recovery.fencing.secret import Secret
 
-__all__ = ["BmcRefused", "BmcSettings", "Fencer", "Fencing", "Secret",
-           "Timing", "call_bounded", "load_fencing"]
+__all__ = ["BmcRefused", "BmcSettings", "DeviceAttempt", "DeviceCheck",
+           "Fencer", "Fencing", "HostFence", "Secret", "Timing",
+           "call_bounded", "load_fencing"]

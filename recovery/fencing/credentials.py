@@ -1,5 +1,16 @@
 """The fencing settings of every host: ``[fencing]`` and its credentials
-file, read and checked once at start."""
+file, read and checked once at start.
+
+A host is fenced by the most specific place that says how: its section
+(exact name, else the first matching pattern), else the file's
+[DEFAULT], else ``[fencing] driver``. That place names either one
+``driver`` (one level of one device) or levels, ``level1 = kdump``,
+``level2 = ipmi, scsi``, whose devices are ``[device:NAME]`` sections.
+A device takes the connection keys it does not set (address, username,
+password, port, system, verify) from the host's. A ``fence_agent``
+device may also set the agent's own parameters (lanplus, ssl_insecure,
+nodename, ...), which are checked against the agent's metadata.
+"""
 
 import configparser
 import dataclasses
@@ -7,6 +18,7 @@ import fnmatch
 import importlib
 import logging
 import os
+import re
 import stat
 import urllib.parse
 
@@ -17,13 +29,20 @@ from recovery.fencing.fencer import IPMI_PORT
 from recovery.fencing.fencer import BmcSettings
 from recovery.fencing.fencer import Fencer
 from recovery.fencing.fencer import Timing
+from recovery.fencing.levels import Device
+from recovery.fencing.levels import HostFence
+from recovery.fencing.levels import Level
 from recovery.fencing.secret import Secret
 
 LOG = logging.getLogger(__name__)
 
-DRIVERS = ("none", "redfish", "ipmi")
-KEYS = ("driver", "address", "username", "password", "system", "port",
-        "verify")
+DRIVERS = ("none", "redfish", "ipmi", "fence_agent")
+# The connection keys a device takes from its host when it sets none.
+CONNECTION = ("address", "username", "password", "system", "port",
+              "verify")
+KEYS = ("driver", *CONNECTION, "agent", "timeout", "level<N>")
+LEVEL = re.compile(r"level([1-9][0-9]?)$")
+DEVICE_PREFIX = "device:"
 REDFISH_SYSTEMS = "/redfish/v1/Systems/"
 
 _DRIVER_CLASSES = {"redfish": ("recovery.fencing.redfish", "RedfishFencer"),
@@ -55,26 +74,79 @@ class Fencing:
 
     def __init__(self, defaults: dict[str, _Value],
                  sections: list[_Section], timing: Timing,
-                 path: str | None = None) -> None:
+                 path: str | None = None, *,
+                 file_defaults: dict[str, _Value] | None = None,
+                 devices: dict[str, _Section] | None = None) -> None:
         self._defaults = defaults
+        self._file_defaults = file_defaults or {}
         self._exact = {s.name: s for s in sections if not s.is_pattern}
         self._patterns = [s for s in sections if s.is_pattern]
+        self._devices = devices or {}
         self._path = path
         self.timing = timing
 
-    def for_host(self, host: str) -> Fencer | None:
-        """The host's fencer; None when its driver is ``none``.
+    def for_host(self, host: str) -> HostFence | None:
+        """The host's fencing levels; None when its driver is ``none``.
 
-        Raises ConfigError when the driver lacks an address or
+        Raises ConfigError when a device lacks an address or
         credentials for this host.
         """
-        section = self._section(host)
+        return self._fence(host, self._section(host))
+
+    def _fence(self, host: str, section: _Section | None) -> HostFence | None:
         values = _merge(section, self._defaults)
+        subject = self._subject(host, section)
+        levels = _levels(section, self._file_defaults)
+        if not levels:
+            driver = values["driver"].text
+            if driver == "none":
+                return None
+            own = section.values if section else self._file_defaults
+            name = values["agent"].text if "agent" in values else driver
+            return HostFence(host, [Level(1, [self._device(
+                host, os.path.basename(name), values, own, subject)])])
+        return HostFence(host, [
+            Level(number, [self._named(host, name, values, where)
+                           for name in names])
+            for number, names, where in levels])
+
+    def _named(self, host: str, name: str, host_values: dict[str, _Value],
+               where: str) -> Device:
+        """Device ``name`` of a level, for ``host``."""
+        section = self._devices.get(name)
+        if section is None:
+            raise ConfigError(f"{where}: no [{DEVICE_PREFIX}{name}] section "
+                              f"in {self._path}")
+        values = {key: host_values[key] for key in CONNECTION
+                  if key in host_values}
+        values.update(section.values)
+        if values.get("driver", _Value("none", "")).text == "none":
+            raise ConfigError(f"{self._path} [{section.name}]: a device "
+                              f"needs a 'driver' ({', '.join(DRIVERS[1:])})")
+        return self._device(host, name, values, section.values,
+                            f"device {name} of host {host} (section "
+                            f"[{section.name}] of {self._path})")
+
+    def _device(self, host: str, name: str, values: dict[str, _Value],
+                own: dict[str, _Value], subject: str) -> Device:
+        """One device from its settings; ``own``: the keys its section
+        wrote itself (checked strictly), ``subject`` names it in errors."""
+        timing = self.timing
+        if "timeout" in values:
+            timing = dataclasses.replace(timing,
+                                         timeout=_timeout(values["timeout"]))
         driver = values["driver"].text
-        if driver == "none":
-            return None
-        settings = _settings(host, values, self._subject(host, section))
-        return _driver_class(driver)(settings, self.timing)
+        if driver == "fence_agent":
+            return Device(name, _agent_fencer(host, values, own, subject,
+                                              timing))
+        for key, value in own.items():
+            if key == "agent" or not _is_known(key):
+                raise ConfigError(
+                    f"{value.where}: unknown key '{key}' for driver "
+                    f"{driver} (known keys: {', '.join(KEYS)}; only a "
+                    f"fence_agent device takes an agent's own parameters)")
+        settings = _settings(host, values, subject)
+        return Device(name, _driver_class(driver)(settings, timing))
 
     def _section(self, host: str) -> _Section | None:
         if host in self._exact:
@@ -92,13 +164,40 @@ class Fencing:
                     f"so only the file's [DEFAULT] and [fencing] apply)")
         return f"host {host} (no [fencing] credentials_file is set)"
 
+    def check_all(self) -> None:
+        """Build every section's fencing for a host it matches, and the
+        file's [DEFAULT]'s when it says how to fence; one ConfigError
+        with one line per mistake."""
+        errors = []
+        scopes: list[_Section | None] = [*self._exact.values(),
+                                         *self._patterns]
+        if _says_how(self._file_defaults):
+            scopes.append(None)
+        for section in scopes:
+            host = _example_host(section)
+            try:
+                self._fence(host, section)
+            except ConfigError as exc:
+                errors.extend(line for line in str(exc).splitlines()
+                              if line not in errors)
+        used = {name for section in scopes
+                for _, names, _ in _levels(section, self._file_defaults)
+                for name in names}
+        for name in sorted(set(self._devices) - used):
+            LOG.warning("[fencing] credentials_file %s: device %s is in no "
+                        "host's levels", self._path, name)
+        if errors:
+            raise ConfigError("\n".join(errors))
+
 
 def load_fencing(conf: cfg.ConfigOpts) -> Fencing:
     """Read ``[fencing]`` and its credentials file, and check them.
 
     Every section of the file is checked now (unknown key, bad driver,
-    port or verify, missing address or credentials), so a typo stops the
-    engine at start rather than at the first fencing. Raises ConfigError.
+    port or verify, missing address or credentials, a fence agent that
+    is not installed or lacks a parameter, a level naming no device), so
+    a typo stops the engine at start rather than at the first fencing.
+    Raises ConfigError, one line per mistake.
     """
     group = conf.fencing
     timing = Timing(timeout=group.timeout, poll_interval=group.poll_interval,
@@ -109,20 +208,26 @@ def load_fencing(conf: cfg.ConfigOpts) -> Fencing:
                 if getattr(group, key) not in (None, "")}
     _check_values(defaults)
     path = group.credentials_file
+    file_defaults: dict[str, _Value] = {}
     sections: list[_Section] = []
+    devices: dict[str, _Section] = {}
     if path:
         file_defaults, sections = _read_credentials(path)
+        devices = {s.name.removeprefix(DEVICE_PREFIX): s for s in sections
+                   if s.name.startswith(DEVICE_PREFIX)}
+        sections = [s for s in sections
+                    if not s.name.startswith(DEVICE_PREFIX)]
         defaults.update(file_defaults)
-    for section in sections:
-        values = _merge(section, defaults)
-        if values["driver"].text != "none":
-            _settings(_example_host(section), values,
-                      f"section [{section.name}] of {path}")
-    return Fencing(defaults, sections, timing, path)
+    fencing = Fencing(defaults, sections, timing, path,
+                      file_defaults=file_defaults, devices=devices)
+    fencing.check_all()
+    return fencing
 
 
-def _example_host(section: _Section) -> str:
+def _example_host(section: _Section | None) -> str:
     """A host name the section matches, to check its address template."""
+    if section is None:
+        return "host"
     if not section.is_pattern:
         return section.name
     return "".join("x" if c in "*?[]" else c for c in section.name)
@@ -155,15 +260,24 @@ def _read_credentials(path: str) -> tuple[dict[str, _Value],
     sections = []
     for name in parser.sections():
         where = f"{path} [{name}]"
-        for key in parser.options(name):
-            if key not in KEYS:
-                raise ConfigError(
-                    f"{where}: unknown key '{key}' (known keys: "
-                    f"{', '.join(KEYS)})")
         values = {key: _Value(text.strip(), f"{where} {key}")
                   for key, text in parser.items(name, raw=True)
                   if text.strip()}
         _check_values(values)
+        is_device = name.startswith(DEVICE_PREFIX)
+        if is_device and not re.fullmatch(r"[\w.-]+",
+                                          name[len(DEVICE_PREFIX):]):
+            raise ConfigError(f"{where}: a device section is "
+                              f"[{DEVICE_PREFIX}NAME], NAME of letters, "
+                              f"digits, '.', '-' and '_'")
+        if _says_how(values) and "driver" in values and any(
+                LEVEL.match(key) for key in values):
+            raise ConfigError(f"{where}: sets both 'driver' and levels; a "
+                              f"host is fenced by one driver or by levels "
+                              f"of [{DEVICE_PREFIX}NAME] devices")
+        if is_device and any(LEVEL.match(key) for key in values):
+            raise ConfigError(f"{where}: a device has no levels; name the "
+                              f"device in a host's levelN")
         if name == configparser.DEFAULTSECT:
             file_defaults = values
         else:
@@ -176,6 +290,35 @@ def _first_line(exc: Exception) -> str:
     return str(exc).splitlines()[0]
 
 
+def _is_known(key: str) -> bool:
+    return key in KEYS or bool(LEVEL.match(key))
+
+
+def _says_how(values: dict[str, _Value] | None) -> bool:
+    """Whether these values say how to fence: a driver or levels."""
+    return bool(values) and ("driver" in values or any(
+        LEVEL.match(key) for key in values))
+
+
+def _levels(section: _Section | None, file_defaults: dict[str, _Value]
+            ) -> list[tuple[int, list[str], str]]:
+    """The levels of the most specific place that says how to fence
+    (the host's section, else the file's [DEFAULT]): each level's
+    number, device names and where it is written; [] for a driver."""
+    for values in (section.values if section else None, file_defaults):
+        if not _says_how(values):
+            continue
+        levels = []
+        for key, value in sorted(values.items()):
+            found = LEVEL.match(key)
+            if found:
+                names = [name for name in re.split(r"[\s,]+", value.text)
+                         if name]
+                levels.append((int(found[1]), names, value.where))
+        return sorted(levels)
+    return []
+
+
 def _check_values(values: dict[str, _Value]) -> None:
     """Checks that do not depend on the host."""
     if "driver" in values and values["driver"].text not in DRIVERS:
@@ -186,6 +329,8 @@ def _check_values(values: dict[str, _Value]) -> None:
         _port(values["port"])
     if "verify" in values:
         _verify(values["verify"])
+    if "timeout" in values:
+        _timeout(values["timeout"])
 
 
 def _merge(section: _Section | None,
@@ -221,6 +366,103 @@ def _settings(host: str, values: dict[str, _Value],
         system=_system(values.get("system")),
         port=_port(values["port"]) if "port" in values else IPMI_PORT,
         verify=_verify(values["verify"]) if "verify" in values else True)
+
+
+def _agent_fencer(host: str, values: dict[str, _Value],
+                  own: dict[str, _Value], subject: str,
+                  timing: Timing) -> Fencer:
+    """A ``fence_agent`` device: the connection keys mapped to the
+    agent's parameters (where it has them: a key the device inherited
+    and the agent lacks is left out, one it set itself is a mistake),
+    its own parameters checked against its metadata."""
+    from recovery.fencing import agent as agents
+
+    if "agent" not in values:
+        raise ConfigError(f"driver fence_agent needs 'agent' (fence_ipmilan, "
+                          f"fence_redfish, ...) for {subject}")
+    name = values["agent"]
+    path = agents.find_agent(name.text, name.where)
+    info = agents.metadata(path)
+    parameters: dict[str, str] = {}
+    errors: list[str] = []
+
+    def put(key: str, parameter: str, text: str) -> None:
+        if parameter in info.parameters:
+            parameters[parameter] = text
+        elif key in own:
+            errors.append(f"{own[key].where}: {os.path.basename(path)} has "
+                          f"no parameter '{parameter}' to take '{key}'")
+
+    for key in CONNECTION:
+        if key not in values:
+            continue
+        value = values[key]
+        text = value.text.replace("{host}", host)
+        if key == "address":
+            _put_address(put, _Value(text, value.where))
+        elif key == "port":
+            put(key, "ipport", str(_port(value)))
+        elif key == "username":
+            put(key, "username" if "username" in info.parameters
+                else "login", text)
+        elif key == "password":
+            put(key, "password", "")     # checked; passed apart
+        elif key == "system":
+            put(key, "systems_uri", _system(value) or "")
+        elif key == "verify":
+            verify = _verify(value)
+            if verify is False:
+                put(key, "ssl_insecure", "1")
+            elif verify is not True and key in own:
+                errors.append(f"{value.where}: fence agents take no CA "
+                              f"bundle; set verify = true (the system's "
+                              f"CA store) or false")
+    for key, value in values.items():
+        if _is_known(key):
+            continue
+        if key in agents.RESERVED:
+            errors.append(f"{value.where}: '{key}' cannot be set: "
+                          f"{agents.RESERVED[key]}")
+        elif key not in info.parameters:
+            errors.append(f"{value.where}: {os.path.basename(path)} has no "
+                          f"parameter '{key}' (its parameters: "
+                          f"'{os.path.basename(path)} -o metadata')")
+        else:
+            parameters[key] = value.text.replace("{host}", host)
+    if errors:
+        raise ConfigError("\n".join(errors))
+    password = parameters.pop("password", None)
+    settings = BmcSettings(
+        host=host, driver=os.path.basename(path),
+        address=parameters.get("ip", ""),
+        username=values["username"].text if "username" in values else "",
+        password=Secret(values["password"].text
+                        if password is not None else ""))
+    return agents.AgentFencer(settings, timing, path=path,
+                              parameters=parameters)
+
+
+def _put_address(put, value: _Value) -> None:
+    """An address is the agent's ``ip``; a URL's port its ``ipport``."""
+    if "://" not in value.text:
+        put("address", "ip", value.text)
+        return
+    url = _redfish_url(value)
+    parsed = urllib.parse.urlsplit(url)
+    put("address", "ip", parsed.hostname or "")
+    if parsed.port:
+        put("address", "ipport", str(parsed.port))
+
+
+def _timeout(value: _Value) -> float:
+    try:
+        seconds = float(value.text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds >= 1.0:
+        raise ConfigError(f"{value.where}: '{value.text}' is not a timeout "
+                          f"in seconds (1 or more)")
+    return seconds
 
 
 def _redfish_url(value: _Value) -> str:

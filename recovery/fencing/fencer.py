@@ -17,6 +17,9 @@ from recovery.waiting import wait_for
 LOG = logging.getLogger(__name__)
 
 T = TypeVar("T")
+# One answer of a dry run: the action, whether the device answered it,
+# what it said, and the seconds it took.
+Check = tuple[str, bool, str, float]
 
 IPMI_PORT = 623
 
@@ -197,6 +200,20 @@ class Fencer:
     def _target(self) -> str:
         """The BMC (and system) acted on, for messages."""
         raise NotImplementedError
+
+    # -- a dry run -----------------------------------------------------------
+    def check(self, clock: concurrency.Clock) -> list[Check]:
+        """What the device answers without being asked to fence: here,
+        the power state (each action, whether it answered, the answer,
+        the seconds it took). Never a power-off."""
+        started = clock.monotonic()
+        try:
+            answer, ok = f"power {self._read_power(self.timing.timeout)}", True
+        except FencingError as exc:
+            answer, ok = str(exc), False
+        finally:
+            self._close()
+        return [("status", ok, answer, clock.monotonic() - started)]
 
 
 def call_bounded(fn: Callable[[], T], seconds: float) -> T:

@@ -30,7 +30,8 @@ from recovery import exception
 from recovery.census import Census
 from recovery.events import EventKind
 from recovery.events import News
-from recovery.fencing import Fencer
+from recovery.fencing import DeviceAttempt
+from recovery.fencing import HostFence
 from recovery.flows import base
 from recovery.flows import capacity
 from recovery.flows import locks
@@ -64,7 +65,7 @@ MAX_RELISTS = 3
 class HostContext:
     env: Env
     host: str
-    fencer: Fencer | None
+    fencer: HostFence | None
     report: HostReport
     # The probe whose silence proves the host off (no fencer), if any.
     liveness: Probe | None = None
@@ -147,8 +148,10 @@ class VerifyHostDown(base.Step[HostContext]):
 
 
 class Fence(base.Step[HostContext]):
-    """Power the host off through its BMC and verify it is Off. Nothing
-    is forced down or evacuated unless this succeeds."""
+    """Prove the host off: its fencing levels in order, until every
+    device of one has (a power-off read back Off, a kdump message).
+    Each device's attempt is an event. Nothing is forced down or
+    evacuated unless this succeeds."""
 
     name = "fence"
     news = {StepState.SUCCESS: News(EventKind.FENCED),
@@ -158,8 +161,13 @@ class Fence(base.Step[HostContext]):
         return ctx.fencer.describe()
 
     def execute(self, ctx: HostContext) -> str:
+        def tell(attempt: DeviceAttempt) -> None:
+            ctx.env.recorder.step_changed(
+                self.name, StepState.RUNNING, attempt.describe(),
+                news=News(EventKind.FENCE_ATTEMPT))
+
         try:
-            return ctx.fencer.power_off(ctx.env.clock)
+            return ctx.fencer.power_off(ctx.env.clock, tell)
         except exception.FencingError as exc:
             LOG.error("ALARM: %s could not be proved off: %s. Nothing is "
                       "forced down or evacuated, so its instances stay "
@@ -279,7 +287,7 @@ def _finished(prior: InstanceResult) -> bool:
     return prior.outcome in DONE_OUTCOMES and not prior.locked_by_us
 
 
-def recover_host(env: Env, host: str, *, fencer: Fencer | None = None,
+def recover_host(env: Env, host: str, *, fencer: HostFence | None = None,
                  liveness: Probe | None = None,
                  heartbeat: datetime.datetime | None = None,
                  dry_run: bool = False,

@@ -143,7 +143,8 @@ CONDUCTOR = ComputeService(id="svc-conductor", host="controller",
 
 
 class FakeFencer:
-    """A fencing driver that powers off on request, or fails."""
+    """A host's fencing (a ``HostFence``) that powers off on request, or
+    fails."""
 
     driver = "fake"
 
@@ -153,7 +154,7 @@ class FakeFencer:
     def describe(self) -> str:
         return "fake power-off"
 
-    def power_off(self, clock) -> str:
+    def power_off(self, clock, tell=None) -> str:
         self.nova.calls.append(("power_off", ""))
         if self.error is not None:
             raise self.error

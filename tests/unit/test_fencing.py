@@ -48,9 +48,16 @@ def make_conf(tmp_path=None, ini: str | None = None,
     return conf
 
 
+def only_device(fence):
+    """The fencer of a host fenced by one driver: one level, one device."""
+    [(level, device)] = fence.devices
+    assert level == 1
+    return device.fencer
+
+
 def settings_of(conf, host):
-    fencer = load_fencing(conf).for_host(host)
-    return fencer.settings if fencer else None
+    fence = load_fencing(conf).for_host(host)
+    return only_device(fence).settings if fence else None
 
 
 # -- the credentials file ----------------------------------------------------
@@ -62,7 +69,7 @@ def test_no_driver_means_no_fencer():
 def test_defaults_alone_fence_every_host():
     conf = make_conf(driver="redfish", username="admin", password=PASSWORD,
                      address="https://{host}-bmc.example.com")
-    fencer = load_fencing(conf).for_host("compute-1")
+    fencer = only_device(load_fencing(conf).for_host("compute-1"))
     assert fencer.driver == "redfish"
     assert fencer.settings.address == "https://compute-1-bmc.example.com"
     assert fencer.settings.system is None
@@ -158,7 +165,7 @@ def test_the_file_is_read_once(tmp_path):
     conf = make_conf(tmp_path, INI)
     fencing = load_fencing(conf)
     os.unlink(conf.fencing.credentials_file)
-    assert fencing.for_host("compute-1").driver == "redfish"
+    assert only_device(fencing.for_host("compute-1")).driver == "redfish"
 
 
 @pytest.mark.parametrize("ini, words", [
@@ -237,7 +244,7 @@ def test_password_is_never_shown(tmp_path, caplog):
     with caplog.at_level(logging.DEBUG):
         conf.log_opt_values(logging.getLogger("test"), logging.DEBUG)
         for host in ("compute-1", "compute-12"):
-            fencer = load_fencing(conf).for_host(host)
+            fencer = only_device(load_fencing(conf).for_host(host))
             for text in (fencer.describe(), repr(fencer), str(fencer),
                          repr(fencer.settings), str(fencer.settings)):
                 assert PASSWORD not in text
