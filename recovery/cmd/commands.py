@@ -4,8 +4,9 @@ process is green.
 Exit codes: 0 every instance recovered (or nothing to do, or the edit
 made, or every fencing device answered 'fencing check'), 1 recovery
 failed (an instance failed, fencing failed, or Nova failed or could not
-be reached) or a fencing device did not answer 'fencing check', 2 bad usage or config, an unknown host,
-segment or notification, invalid input, or a name already taken, 3
+be reached) or a fencing device did not answer 'fencing check', 2 bad
+usage or config, an unknown host, segment or notification, invalid
+input, or a name already taken, 3
 refused for safety (a host that heartbeats, one that another live
 process is recovering, a host return while guests still move away,
 recovery disarmed, or a segment or host edit while one of the segment's

@@ -24,22 +24,35 @@ OPTS = [
                      "read the chassis power state back."),
         ],
         help="Fencing driver for the hosts that credentials_file does not "
-             "name (all hosts when there is no credentials_file).",
+             "name (all hosts when there is no credentials_file). Fence "
+             "agents and levels are set in credentials_file.",
     ),
     cfg.StrOpt(
         "credentials_file",
         default=None,
         sample_default="/etc/recovery/fencing.ini",
-        help="Path of an INI file of per-host BMC settings, read once at "
-             "start. Each section is a host name as Nova knows it, or an "
-             "fnmatch pattern such as 'compute-*'; an exact name wins over "
-             "patterns, and among patterns the first matching section in "
-             "file order wins. Keys: driver, address, username, password, "
-             "system (Redfish path or id; default: the BMC's only "
-             "system), port (IPMI, default 623), verify (Redfish). A key "
-             "a section does not set comes from the file's [DEFAULT] "
-             "section, else from this [fencing] group; hosts no section "
-             "matches use [DEFAULT] and [fencing] alone. No '%' "
+        help="Path of an INI file of per-host fencing settings, read and "
+             "checked once at start. Each section is a host name as Nova "
+             "knows it, or an fnmatch pattern such as 'compute-*'; an "
+             "exact name wins over patterns, and among patterns the first "
+             "matching section in file order wins. A section fences its "
+             "host with one 'driver' (none, redfish, ipmi, fence_agent), "
+             "or with levels tried in order until every device of one "
+             "proves the host off: 'level1 = kdump', 'level2 = ipmi, "
+             "scsi', each name a [device:NAME] section of its own driver "
+             "and keys. Keys: driver, address, username, password, system "
+             "(Redfish path or id; default: the BMC's only system), port "
+             "(IPMI, default 623), verify (Redfish), timeout (this "
+             "device's, default [fencing] timeout), agent (fence_agent: "
+             "fence_ipmilan, fence_redfish, fence_kdump, ... or a path). "
+             "A fence_agent device may also set the agent's own "
+             "parameters (lanplus, ssl_insecure, nodename, ...), checked "
+             "against its metadata; address, port, username, password, "
+             "system and verify become its ip, ipport, username, "
+             "password, systems_uri and ssl_insecure. A key a section "
+             "does not set comes from the file's [DEFAULT] section, else "
+             "from this [fencing] group; a device takes the connection "
+             "keys it does not set from its host's. No '%' "
              "interpolation: a password is taken as written. Keep the "
              "file readable by the recovery user only (chmod 600).",
     ),
@@ -79,10 +92,12 @@ OPTS = [
         "timeout",
         default=30.0,
         min=1.0,
-        help="Seconds allowed for one fencing, from the first power-off "
-             "request until the power is read back Off, every BMC call "
-             "included. When it runs out the fencing fails and nothing "
-             "of the host is evacuated.",
+        help="Seconds allowed for one fencing device, from its first "
+             "power-off request until the power is read back Off (or, "
+             "for fence_kdump, until the host's kdump message), every "
+             "call included; a device's 'timeout' in credentials_file "
+             "overrides it. When the last level's time runs out the "
+             "fencing fails and nothing of the host is evacuated.",
     ),
     cfg.FloatOpt(
         "poll_interval",

@@ -270,14 +270,14 @@ def _read_credentials(path: str) -> tuple[dict[str, _Value],
             raise ConfigError(f"{where}: a device section is "
                               f"[{DEVICE_PREFIX}NAME], NAME of letters, "
                               f"digits, '.', '-' and '_'")
-        if _says_how(values) and "driver" in values and any(
+        if is_device and any(LEVEL.match(key) for key in values):
+            raise ConfigError(f"{where}: a device has no levels; name the "
+                              f"device in a host's levelN")
+        if "driver" in values and any(
                 LEVEL.match(key) for key in values):
             raise ConfigError(f"{where}: sets both 'driver' and levels; a "
                               f"host is fenced by one driver or by levels "
                               f"of [{DEVICE_PREFIX}NAME] devices")
-        if is_device and any(LEVEL.match(key) for key in values):
-            raise ConfigError(f"{where}: a device has no levels; name the "
-                              f"device in a host's levelN")
         if name == configparser.DEFAULTSECT:
             file_defaults = values
         else:

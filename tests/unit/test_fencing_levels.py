@@ -1,0 +1,235 @@
+"""Fencing levels: tried in order, every device of a level must prove the
+host off, each attempt told and measured; and how the credentials file
+names levels and devices.
+
+Devices here are scripted fencers on the FakeClock; the real agents and
+emulated BMCs are in tests/functional/test_fence_agents.py.
+"""
+
+import pytest
+
+from recovery import exception
+from recovery.fencing import BmcRefused
+from recovery.fencing import HostFence
+from recovery.fencing import Timing
+from recovery.fencing import load_fencing
+from recovery.fencing.levels import Device
+from recovery.fencing.levels import Level
+from recovery.metrics import METRICS
+from tests.unit.fakes import FakeClock
+from tests.unit.test_fencing import PASSWORD
+from tests.unit.test_fencing import ScriptedFencer
+from tests.unit.test_fencing import make_conf
+
+QUICK = Timing(timeout=10.0, poll_interval=1.0, attempts=1)
+
+
+def device(name, clock, **script):
+    return Device(name, ScriptedFencer(clock, timing=QUICK, **script))
+
+
+def fence_of(*levels):
+    return HostFence("compute-1", [Level(number, devices)
+                                   for number, devices in levels])
+
+
+def observed(level, name, result):
+    return METRICS.fencing_devices.labels(level, name, result)._sum.get()
+
+
+def test_the_first_level_that_proves_it_off_ends_the_fencing():
+    clock = FakeClock()
+    kdump, ipmi, spare = (device("kdump", clock),
+                          device("ipmi", clock, off_at=13.0),
+                          device("spare", clock, off_at=0.0))
+    told = []
+    before = observed("2", "ipmi", "proved")
+    message = fence_of((1, [kdump]), (2, [ipmi]), (3, [spare])).power_off(
+        clock, told.append)
+    assert message.startswith("level 2: powered off through fake bmc")
+    assert [(a.level, a.device, a.proved) for a in told] == [
+        (1, "kdump", False), (2, "ipmi", True)]
+    assert told[0].seconds == 10.0 and told[1].seconds == 3.0
+    assert "not verified Off within 10 s" in told[0].answer
+    assert spare.fencer.requests == []          # never reached
+    assert observed("2", "ipmi", "proved") - before == 3.0
+
+
+def test_every_device_of_a_level_must_prove_it():
+    clock = FakeClock()
+    power, storage = (device("power", clock, off_at=0.0),
+                      device("storage", clock))
+    after, never = (device("after", clock, off_at=0.0),
+                    device("never", clock, off_at=0.0))
+    told = []
+    message = fence_of((1, [power, storage, never]), (2, [after])).power_off(
+        clock, told.append)
+    assert message.startswith("level 2: ")
+    assert [a.device for a in told] == ["power", "storage", "after"]
+    assert never.fencer.requests == []  # its level had already failed
+
+
+def test_a_level_of_two_devices_names_both_proofs():
+    clock = FakeClock()
+    message = fence_of((1, [device("a", clock, off_at=0.0),
+                            device("b", clock, off_at=0.0)])).power_off(clock)
+    assert message.count("powered off through fake bmc") == 2
+
+
+def test_when_every_level_fails_the_error_names_each_device():
+    clock = FakeClock()
+    fence = fence_of((1, [device("kdump", clock)]),
+                     (2, [device("ipmi", clock, send_errors=[
+                         BmcRefused(f"fake: 401 for {PASSWORD}")])]))
+    with pytest.raises(exception.FencingError) as caught:
+        fence.power_off(clock)
+    message = str(caught.value)
+    assert message.startswith("no fencing level proved it off: ")
+    assert "level 1 device kdump (fake) failed after 10.0 s" in message
+    assert "level 2 device ipmi (fake) failed after 0.0 s: fake: 401" in (
+        message)
+
+
+def test_a_refusal_moves_on_to_the_next_level():
+    clock = FakeClock()
+    fence = fence_of((1, [device("a", clock, read_errors=[
+        BmcRefused("fake: 401")])]), (2, [device("b", clock, off_at=0.0)]))
+    assert fence.power_off(clock).startswith("level 2: ")
+
+
+def test_one_device_alone_fails_as_its_driver_does():
+    clock = FakeClock()
+    fence = fence_of((1, [device("only", clock, read_errors=[
+        BmcRefused("fake: 401")])]))
+    with pytest.raises(BmcRefused, match="^fake: 401$"):
+        fence.power_off(clock)
+    assert fence.describe() == "fake power-off of bmc"
+
+
+def test_a_check_asks_every_device_and_fences_none():
+    clock = FakeClock()
+    first, second = (device("a", clock, off_at=0.0),
+                     device("b", clock, read_errors=[
+                         exception.FencingError("fake: no route")]))
+    checks = fence_of((1, [first]), (2, [second])).check(clock)
+    assert [(c.level, c.device, c.action, c.ok, c.answer) for c in checks] == [
+        (1, "a", "status", True, "power Off"),
+        (2, "b", "status", False, "fake: no route")]
+    assert first.fencer.requests == second.fencer.requests == []
+
+
+# -- levels and devices in the credentials file -------------------------------
+
+LEVELS = """
+[DEFAULT]
+username = admin
+password = file-default-pass
+
+[device:first]
+driver = ipmi
+address = {host}-ipmi.example.com
+timeout = 12
+
+[device:second]
+driver = redfish
+address = https://{host}-bmc.example.com
+password = device-pass
+
+[compute-*]
+level1 = first
+level2 = second
+
+[compute-9]
+password = own-pass
+level1 = second, first
+
+[plain-1]
+driver = ipmi
+address = plain-bmc
+"""
+
+
+def fencers(fence):
+    return [(level, d.name, d.fencer) for level, d in fence.devices]
+
+
+def test_levels_name_devices_in_order(tmp_path):
+    fencing = load_fencing(make_conf(tmp_path, LEVELS))
+    levels = fencers(fencing.for_host("compute-1"))
+    assert [(level, name) for level, name, _ in levels] == [
+        (1, "first"), (2, "second")]
+    first, second = levels[0][2], levels[1][2]
+    assert first.settings.address == "compute-1-ipmi.example.com"
+    assert first.timing.timeout == 12.0
+    assert second.timing.timeout == 30.0        # [fencing] timeout
+    assert first.settings.username == second.settings.username == "admin"
+    assert first.settings.password.reveal() == "file-default-pass"
+    assert second.settings.password.reveal() == "device-pass"
+
+
+def test_a_device_takes_the_connection_keys_it_lacks_from_its_host(tmp_path):
+    fencing = load_fencing(make_conf(tmp_path, LEVELS))
+    levels = fencers(fencing.for_host("compute-9"))
+    assert [(level, name) for level, name, _ in levels] == [
+        (1, "second"), (1, "first")]
+    second, first = levels[0][2], levels[1][2]
+    assert first.settings.password.reveal() == "own-pass"
+    assert second.settings.password.reveal() == "device-pass"
+
+
+def test_a_host_with_a_driver_has_one_level(tmp_path):
+    fencing = load_fencing(make_conf(tmp_path, LEVELS))
+    assert [(level, name) for level, name, _ in fencers(
+        fencing.for_host("plain-1"))] == [(1, "ipmi")]
+    assert fencing.for_host("storage-1") is None
+
+
+def test_levels_in_the_file_default_fence_every_other_host(tmp_path):
+    ini = LEVELS.replace("[DEFAULT]\n", "[DEFAULT]\nlevel1 = first\n")
+    fencing = load_fencing(make_conf(tmp_path, ini))
+    assert [name for _, name, _ in fencers(
+        fencing.for_host("storage-1"))] == ["first"]
+    # A host's own driver or levels win over the file's [DEFAULT].
+    assert [name for _, name, _ in fencers(
+        fencing.for_host("plain-1"))] == ["ipmi"]
+
+
+@pytest.mark.parametrize("ini, words", [
+    ("[h]\nlevel1 = missing\n", ["[h] level1", "no [device:missing]"]),
+    ("[h]\ndriver = ipmi\nlevel1 = d\n[device:d]\ndriver = ipmi\n",
+     ["[h]", "both 'driver' and levels"]),
+    ("[device:d]\ndriver = ipmi\nlevel1 = d\n", ["[device:d]",
+                                               "a device has no levels"]),
+    ("[h]\nlevel1 = d\n[device:d]\naddress = x\n",
+     ["[device:d]", "needs a 'driver'"]),
+    ("[device:a b]\ndriver = ipmi\n", ["[device:a b]", "NAME of letters"]),
+    ("[h]\nlevel1 = d\n[device:d]\ndriver = ipmi\naddress = a\n"
+     "username = u\npassword = p\ntimeout = 0.5\n",
+     ["[device:d] timeout", "'0.5'"]),
+    ("[h]\nlevel1 = d\n[device:d]\ndriver = ipmi\naddress = a\n"
+     "username = u\npassword = p\nlanplus = 1\n",
+     ["[device:d] lanplus", "unknown key 'lanplus' for driver ipmi",
+      "only a fence_agent device"]),
+])
+def test_bad_levels_are_refused_at_load(tmp_path, ini, words):
+    with pytest.raises(exception.ConfigError) as caught:
+        load_fencing(make_conf(tmp_path, ini))
+    for word in words:
+        assert word in str(caught.value)
+
+
+def test_every_mistake_is_reported_at_once(tmp_path):
+    ini = ("[a]\nlevel1 = nowhere\n[b]\ndriver = ipmi\naddress = x\n"
+           "username = u\n")
+    with pytest.raises(exception.ConfigError) as caught:
+        load_fencing(make_conf(tmp_path, ini))
+    lines = str(caught.value).splitlines()
+    assert len(lines) == 2
+    assert "no [device:nowhere]" in lines[0]
+    assert "needs 'password'" in lines[1] and "[b]" in lines[1]
+
+
+def test_an_unused_device_is_warned_about(tmp_path, caplog):
+    ini = LEVELS + "\n[device:spare]\ndriver = ipmi\n"
+    load_fencing(make_conf(tmp_path, ini))
+    assert "device spare is in no host's levels" in caplog.text
