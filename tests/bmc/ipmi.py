@@ -20,7 +20,8 @@ class IpmiBmc(EmulatorProcess):
 
     ``address``, ``port``, ``username``, ``password`` go in a credentials
     file; or use ``credentials()``. A power-off applies ``lag`` seconds
-    after the request.
+    after the request. ``agent_parameters()`` are ClusterLabs'
+    ``fence_ipmilan``'s (ipmitool ``-I lanplus -C 3``).
     """
 
     driver = "ipmi"
@@ -43,6 +44,14 @@ class IpmiBmc(EmulatorProcess):
         return {"driver": "ipmi", "address": self.address,
                 "port": str(self.port), "username": self.username,
                 "password": self.password}
+
+    def agent_parameters(self) -> dict[str, str]:
+        """``fence_ipmilan``'s standard-input parameters for this BMC,
+        without ``action``: IPMI 2.0 (lanplus), cipher suite 3 (SHA-1,
+        the only one the BMC has)."""
+        return {"ip": self.address, "ipport": str(self.port),
+                "username": self.username, "password": self.password,
+                "lanplus": "1", "cipher": "3"}
 
     # -- behaviour ------------------------------------------------------------
     def refuse(self) -> None:

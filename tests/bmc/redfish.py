@@ -4,13 +4,21 @@ The emulator requires a password (HTTP basic auth against an htpasswd
 file it re-reads on every request) and keeps its state in its own
 directory. The fake driver applies a power change 1-11 s after the
 request (``fast=True``: within 1 s), like a real BMC's lag.
+
+``tls=True`` serves HTTPS with a self-signed certificate made for this
+BMC (``cert_path``), as ClusterLabs' ``fence_redfish`` requires; its
+``agent_parameters()`` are that agent's standard-input parameters.
 """
 
 import base64
 import contextlib
+import datetime
+import ipaddress
+import os
 import pickle
 import secrets
 import sqlite3
+import ssl
 import time
 import urllib.error
 import urllib.request
@@ -18,6 +26,11 @@ import uuid
 from pathlib import Path
 
 import bcrypt
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives import serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from tests.bmc import EmulatorProcess
 from tests.bmc import free_port
@@ -29,14 +42,15 @@ class RedfishBmc(EmulatorProcess):
 
     ``address`` and ``system`` go in a credentials file (``system`` as
     ``system``), with ``username`` and ``password``; or use
-    ``credentials()``.
+    ``credentials()``. With ``tls=True`` it serves HTTPS (a self-signed
+    certificate for 127.0.0.1, ``cert_path``) instead of HTTP.
     """
 
     driver = "redfish"
 
     def __init__(self, workdir: Path, *, power_state: str = "On",
                  username: str = "admin", password: str | None = None,
-                 fast: bool = False) -> None:
+                 fast: bool = False, tls: bool = False) -> None:
         super().__init__(workdir)
         self.username = username
         self.password = password or secrets.token_urlsafe(12)
@@ -44,6 +58,9 @@ class RedfishBmc(EmulatorProcess):
         self.port = 0
         self._initial_power = power_state
         self._fast = fast
+        self.tls = tls
+        self.cert_path = self.workdir / "cert.pem"
+        self._key_path = self.workdir / "key.pem"
         self._state_dir = self.workdir / "state"
         self._htpasswd = self.workdir / "htpasswd"
         self._ignore_flag = self.workdir / "ignore-power-off"
@@ -51,7 +68,8 @@ class RedfishBmc(EmulatorProcess):
 
     @property
     def address(self) -> str:
-        return f"http://127.0.0.1:{self.port}"
+        scheme = "https" if self.tls else "http"
+        return f"{scheme}://127.0.0.1:{self.port}"
 
     @property
     def system(self) -> str:
@@ -61,6 +79,16 @@ class RedfishBmc(EmulatorProcess):
         return {"driver": "redfish", "address": self.address,
                 "system": self.system, "username": self.username,
                 "password": self.password}
+
+    def agent_parameters(self) -> dict[str, str]:
+        """``fence_redfish``'s standard-input parameters for this BMC,
+        without ``action`` (the agent speaks HTTPS only: ``tls=True``)."""
+        if not self.tls:
+            raise RuntimeError("fence_redfish speaks HTTPS only: make the "
+                               "RedfishBmc with tls=True")
+        return {"ip": "127.0.0.1", "ipport": str(self.port),
+                "username": self.username, "password": self.password,
+                "ssl_insecure": "1", "systems_uri": self.system}
 
     # -- behaviour ------------------------------------------------------------
     def refuse(self) -> None:
@@ -99,6 +127,12 @@ class RedfishBmc(EmulatorProcess):
             f"'power_state': {self._initial_power!r}, "
             f"'external_notifier': False, 'nics': []}}]\n",
             encoding="utf-8")
+        if self.tls:
+            _self_signed(self.cert_path, self._key_path)
+            with open(config, "a", encoding="utf-8") as handle:
+                handle.write(
+                    f"SUSHY_EMULATOR_SSL_CERT = {str(self.cert_path)!r}\n"
+                    f"SUSHY_EMULATOR_SSL_KEY = {str(self._key_path)!r}\n")
         self._config = config
         self.port = free_port()
         super().start()
@@ -120,8 +154,15 @@ class RedfishBmc(EmulatorProcess):
         request = urllib.request.Request(
             self.address + self.system,
             headers={"Authorization": f"Basic {token}"})
+        context = None
+        if self.tls:
+            # Self-signed: checked by nothing but the test's own hands.
+            context = ssl.create_default_context()
+            context.check_hostname = False
+            context.verify_mode = ssl.CERT_NONE
         try:
-            with urllib.request.urlopen(request, timeout=1) as response:
+            with urllib.request.urlopen(request, timeout=1,
+                                        context=context) as response:
                 return response.status == 200
         except (urllib.error.URLError, OSError):
             return False
@@ -140,3 +181,28 @@ class RedfishBmc(EmulatorProcess):
             if pickle.loads(key) == self.uuid:
                 return pickle.loads(value)
         raise LookupError(f"system {self.uuid} is not in {database}")
+
+
+def _self_signed(cert_path: Path, key_path: Path) -> None:
+    """A self-signed certificate for 127.0.0.1 and its key (mode 600),
+    valid for a day."""
+    key = ec.generate_private_key(ec.SECP256R1())
+    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")])
+    now = datetime.datetime.now(datetime.timezone.utc)
+    cert = (x509.CertificateBuilder()
+            .subject_name(name).issuer_name(name)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(now - datetime.timedelta(minutes=5))
+            .not_valid_after(now + datetime.timedelta(days=1))
+            .add_extension(x509.SubjectAlternativeName(
+                [x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                critical=False)
+            .sign(key, hashes.SHA256()))
+    key_pem = key.private_bytes(serialization.Encoding.PEM,
+                                serialization.PrivateFormat.PKCS8,
+                                serialization.NoEncryption())
+    with open(os.open(key_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
+                      0o600), "wb") as handle:
+        handle.write(key_pem)
+    cert_path.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
