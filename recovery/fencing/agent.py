@@ -19,14 +19,19 @@ started (it runs in a session of its own). ``_translate`` is the one
 place where an agent's answers become FencingError.
 """
 
+import contextlib
 import dataclasses
 import functools
 import logging
 import os
+import re
+import shlex
 import shutil
 import signal
 import subprocess
+import tempfile
 import xml.etree.ElementTree as ElementTree
+from collections.abc import Iterator
 from collections.abc import Mapping
 
 from recovery import concurrency
@@ -58,6 +63,26 @@ RESERVED = {"action": "recovery chooses the action itself",
             "help": "not a fencing parameter",
             "version": "not a fencing parameter"}
 _REAP_TIMEOUT = 5.0
+# How long past its own timeout an agent that waits (fence_kdump) may
+# take to end by itself before it is killed.
+_GRACE = 1.0
+# The ipmitool an IPMI agent runs instead of the real one (see
+# _ipmitool_without_password): the agent's ``-P ''`` becomes ``-f FILE``.
+_IPMITOOL_SHIM = """#!/bin/sh
+for arg do
+    shift
+    if [ "$skip" = 1 ]; then skip=0; continue; fi
+    if [ "$arg" = -P ]; then
+        set -- "$@" -f {password_file}
+        skip=1
+    else
+        set -- "$@" "$arg"
+    fi
+done
+exec {ipmitool} "$@"
+"""
+# A log line's time stamp, as the agents' logging writes it.
+_STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -77,12 +102,17 @@ class Answer:
 
     def line(self) -> str:
         """The answer's most telling line: the agent's last error, else
-        its last line of output."""
-        lines = [line.strip() for line in self.output.splitlines()
-                 if line.strip()]
+        its last line of output ("" when it wrote none)."""
+        lines = [_STAMP.sub("", line.strip())
+                 for line in self.output.splitlines() if line.strip()]
         errors = [line for line in lines if "error" in line.lower()
                   or line.startswith("Failed")]
-        return (errors or lines or [f"exit status {self.code}"])[-1]
+        return (errors or lines or [""])[-1]
+
+    def describe(self) -> str:
+        """"exit status N: its most telling line"."""
+        line = self.line()
+        return f"exit status {self.code}" + (f": {line}" if line else "")
 
 
 def find_agent(name: str, where: str) -> str:
@@ -97,8 +127,7 @@ def find_agent(name: str, where: str) -> str:
         raise ConfigError(f"{where}: '{name}' is not a fence agent name "
                           f"(fence_ipmilan, fence_redfish, ...) or an "
                           f"absolute path")
-    path = os.pathsep.join([os.environ.get("PATH", ""), *AGENT_DIRS])
-    found = shutil.which(name, path=path)
+    found = _which(name)
     if found is None:
         raise ConfigError(f"{where}: fence agent {name} is not installed "
                           f"(looked in PATH and {', '.join(AGENT_DIRS)}; "
@@ -107,13 +136,18 @@ def find_agent(name: str, where: str) -> str:
     return found
 
 
+def _which(name: str) -> str | None:
+    return shutil.which(name, path=os.pathsep.join(
+        [os.environ.get("PATH", ""), *AGENT_DIRS, "/usr/bin"]))
+
+
 @functools.cache
 def metadata(path: str) -> Metadata:
     """The agent's parameters and actions (read once per process)."""
     answer = run(path, {"action": "metadata"}, METADATA_TIMEOUT)
     if answer.code != 0:
         raise ConfigError(f"fence agent {path} answered 'metadata' with "
-                          f"exit status {answer.code}: {answer.line()}")
+                          f"{answer.describe()}")
     try:
         root = ElementTree.fromstring(answer.output[
             answer.output.index("<"):answer.output.rindex(">") + 1])
@@ -151,6 +185,38 @@ def run(path: str, parameters: Mapping[str, str], seconds: float) -> Answer:
     return Answer(process.returncode, (out or "") + (err or ""))
 
 
+@contextlib.contextmanager
+def _ipmitool_without_password(password: str, ipmitool: str) -> Iterator[str]:
+    """An ipmitool for one call of an IPMI agent (fence_ipmilan,
+    fence_idrac, fence_ilo3/4/5, fence_imm, ...), and its password.
+
+    Those agents give ipmitool the password as ``-P PASSWORD``: on its
+    command line, which every local user can read in /proc until
+    ipmitool overwrites it (some milliseconds, three times a power-off).
+    So the agent gets no password and runs this script instead: the
+    real ipmitool with ``-f FILE`` for the agent's empty ``-P ''``. The
+    file (mode 600) and the script are in a directory of their own,
+    removed when the call is over.
+    """
+    directory = tempfile.mkdtemp(prefix="recovery-fence-")
+    password_file = os.path.join(directory, "password")
+    script = os.path.join(directory, "ipmitool")
+    try:
+        _write(password_file, password + "\n", 0o600)
+        _write(script, _IPMITOOL_SHIM.format(
+            password_file=shlex.quote(password_file),
+            ipmitool=shlex.quote(ipmitool)), 0o700)
+        yield script
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+
+
+def _write(path: str, text: str, mode: int) -> None:
+    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
+        handle.write(text)
+
+
 def _kill(process: "subprocess.Popen[str]") -> None:
     """Kill the agent and what it started (ipmitool, ...); reap it in the
     background."""
@@ -185,6 +251,12 @@ class AgentFencer(Fencer):
         self._timeout_parameter = (self.proves_by_off
                                    and "timeout" in info.parameters
                                    and "timeout" not in parameters)
+        # An ipmitool agent gets its password through a file (see
+        # ipmitool_shim), never on ipmitool's command line.
+        self._ipmitool = None
+        if "ipmitool_path" in info.parameters:
+            self._ipmitool = (self.parameters.pop("ipmitool_path", None)
+                              or _which("ipmitool") or "/usr/bin/ipmitool")
 
     def describe(self) -> str:
         if self.proves_by_off:
@@ -202,10 +274,17 @@ class AgentFencer(Fencer):
              extra: Mapping[str, str] | None = None) -> Answer:
         """Run ``action`` bounded by ``seconds``."""
         parameters = {"action": action, **self.parameters, **(extra or {})}
-        if self.settings.password.reveal():
-            parameters.setdefault("password", self.settings.password.reveal())
+        password = self.settings.password.reveal()
         try:
-            answer = run(self.path, parameters, seconds)
+            with contextlib.ExitStack() as stack:
+                if password and self._ipmitool is not None:
+                    parameters["ipmitool_path"] = stack.enter_context(
+                        _ipmitool_without_password(password, self._ipmitool))
+                elif password:
+                    parameters["password"] = password
+                elif self._ipmitool is not None:
+                    parameters["ipmitool_path"] = self._ipmitool
+                answer = run(self.path, parameters, seconds)
         except FencingError as exc:
             raise self._translate(str(exc), action) from exc
         return Answer(answer.code,
@@ -220,13 +299,13 @@ class AgentFencer(Fencer):
     def _send_off(self, seconds: float) -> None:
         extra = {}
         if self._power_timeout:
-            # The agent waits for off itself; let it give up before it
-            # is killed, with an answer.
-            extra["power_timeout"] = str(max(int(seconds) - 1, 1))
+            # The agent waits for off itself: for half the share, so that
+            # it answers before it would be killed, and the power is
+            # read back in the other half.
+            extra["power_timeout"] = str(max(int(seconds / 2), 1))
         answer = self.call("off", seconds, extra)
         if answer.code != 0:
-            raise self._translate(f"exit status {answer.code}: "
-                                  f"{answer.line()}", "off")
+            raise self._translate(answer.describe(), "off")
 
     def _read_power(self, seconds: float) -> str:
         answer = self.call("status", seconds)
@@ -234,16 +313,17 @@ class AgentFencer(Fencer):
             return "On"
         if answer.code == STATUS_OFF:
             return "Off"
-        raise self._translate(f"exit status {answer.code}: "
-                              f"{answer.line()}", "status")
+        raise self._translate(answer.describe(), "status")
 
     def check(self, clock: concurrency.Clock) -> list[Check]:
-        """``monitor`` and ``status``, as far as the agent has them; an
-        agent with neither (fence_kdump) was checked by its metadata."""
+        """``monitor`` and ``status``, as far as the agent has them. An
+        agent whose off is its proof (fence_kdump) has nothing to ask
+        without fencing (fence_kdump's ``monitor`` checks the local
+        node's kdump, not the host's): its metadata was checked."""
         actions = metadata(self.path).actions
         checks: list[Check] = []
         for action in ("monitor", "status"):
-            if action not in actions:
+            if action not in actions or self.proves_by_off:
                 continue
             started = clock.monotonic()
             try:
@@ -257,10 +337,11 @@ class AgentFencer(Fencer):
                                                       STATUS_OFF):
                 power = "On" if answer.code == STATUS_ON else "Off"
                 checks.append((action, True, f"power {power}", seconds))
+            elif answer.code == 0:
+                checks.append((action, True, answer.line() or "answers",
+                               seconds))
             else:
-                checks.append((action, answer.code == 0,
-                               f"exit status {answer.code}: "
-                               f"{answer.line()}", seconds))
+                checks.append((action, False, answer.describe(), seconds))
         if not checks:
             checks.append(("metadata", True,
                            f"installed, parameters known; {self.agent} "
@@ -275,13 +356,16 @@ class AgentFencer(Fencer):
         started = clock.monotonic()
         timeout = self.timing.timeout
         extra = {}
+        bound = timeout
         if self._timeout_parameter:
-            # The agent's own wait, a little inside the bound of the call.
-            extra["timeout"] = str(max(int(timeout) - 1, 1))
+            # The agent waits the device's time itself, and is killed
+            # only if it does not end then.
+            extra["timeout"] = str(max(int(timeout), 1))
+            bound += _GRACE
         LOG.info("Fencing %s: %s", self.settings.host, self.describe())
         counted = METRICS.fencing.labels
         try:
-            answer = self.call("off", timeout, extra)
+            answer = self.call("off", bound, extra)
         except FencingError as exc:
             counted(self.agent, "not_off").inc()
             LOG.error("Fencing %s failed: %s", self.settings.host, exc)
@@ -289,14 +373,15 @@ class AgentFencer(Fencer):
         if answer.code != 0:
             counted(self.agent, "not_off").inc()
             error = self._translate(
-                f"no proof within {timeout:g} s (exit status "
-                f"{answer.code}: {answer.line()})", "off")
+                f"no proof within {timeout:g} s ({answer.describe()})",
+                "off")
             LOG.error("Fencing %s failed: %s", self.settings.host, error)
             raise error
         counted(self.agent, "off").inc()
         message = (f"proved dead by {self.agent} ({self._target()}) after "
-                   f"{clock.monotonic() - started:.1f} s: "
-                   f"{answer.line()}")
+                   f"{clock.monotonic() - started:.1f} s")
+        if answer.line():
+            message += f": {answer.line()}"
         LOG.info("Fencing %s: %s", self.settings.host, message)
         return message
 

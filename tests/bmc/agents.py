@@ -85,3 +85,33 @@ def run_agent(path: str, action: str, parameters: Mapping[str, str], *,
                           capture_output=True, text=True, timeout=timeout)
     return AgentRun(done.returncode, done.stdout, done.stderr,
                     time.monotonic() - started)
+
+
+def device_section(bmc, **extra: str) -> dict[str, str]:
+    """A credentials-file section fencing through the agent for ``bmc``
+    (a ``RedfishBmc(tls=True)``: fence_redfish; an ``IpmiBmc``:
+    fence_ipmilan), in recovery's keys where it has them: ``address``,
+    ``port``, ``username``, ``password``, ``system``, ``verify`` become
+    the agent's ip, ipport, username, password, systems_uri and
+    ssl_insecure; the rest are the agent's own parameters."""
+    section = {"driver": "fence_agent", "username": bmc.username,
+               "password": bmc.password}
+    if bmc.driver == "redfish":
+        section.update(agent="fence_redfish", address=bmc.address,
+                       system=bmc.system, verify="false")
+    else:
+        section.update(agent="fence_ipmilan", address=bmc.address,
+                       port=str(bmc.port), lanplus="1", cipher="3")
+    section.update(extra)
+    return section
+
+
+def write_sections(path, sections: Mapping[str, Mapping[str, str]]):
+    """Write a credentials file of these sections, mode 600."""
+    text = "".join(f"[{name}]\n" + "".join(f"{key} = {value}\n"
+                                           for key, value in keys.items())
+                   + "\n" for name, keys in sections.items())
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
+              "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path

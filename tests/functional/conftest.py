@@ -2,7 +2,9 @@ import pytest
 
 # The emulated BMCs, one per test (fencing tests).
 from tests.bmc.fixtures import fast_redfish_bmc  # noqa: F401
+from tests.bmc.fixtures import fast_tls_redfish_bmc  # noqa: F401
 from tests.bmc.fixtures import ipmi_bmc  # noqa: F401
+from tests.bmc.fixtures import kdump_port  # noqa: F401
 from tests.bmc.fixtures import redfish_bmc  # noqa: F401
 from tests.fakenova import FakeNova
 from tests.functional.engine_process import EngineProcess
