@@ -12,6 +12,9 @@ import pytest
 from tests.behaviour.clouds import FakeCloud
 from tests.behaviour.clouds import RealCloud
 from tests.bmc.fixtures import fast_redfish_bmc  # noqa: F401
+from tests.bmc.fixtures import fast_tls_redfish_bmc  # noqa: F401
+from tests.bmc.fixtures import ipmi_bmc  # noqa: F401
+from tests.bmc.fixtures import kdump_port  # noqa: F401
 from tests.functional.engine_process import EngineProcess
 from tests.functional.engine_process import start_engines
 
