@@ -30,7 +30,9 @@ from tests.bmc.agents import require_agent
 from tests.bmc.agents import write_sections
 from tests.bmc.kdump import kdump_sender
 from tests.bmc.kdump import wait_udp_bound
+from tests.fakenova import FakeNova
 from tests.functional.cli_process import run_cli
+from tests.functional.cli_process import write_config
 
 HOST = "compute-1"
 SLACK = 5.0
@@ -331,3 +333,33 @@ def test_fencing_check_refuses_wrong_settings_before_asking_anything(
     assert "fence_ipmilan has no parameter 'lanplsu'" in proc.stderr
     proc = run_cli(config, "fencing", "check", "compute-2")
     assert proc.returncode == 2
+
+
+# -- a host failure whose every level fails -----------------------------------
+
+def test_a_host_no_level_proves_off_is_not_touched_and_the_alarm_names_all(
+        tmp_path, fast_tls_redfish_bmc, kdump_port):
+    fast_tls_redfish_bmc.refuse()
+    credentials = write_sections(tmp_path / "fencing.ini", {
+        HOST: {"level1": "kdump", "level2": "redfish"},
+        "device:kdump": kdump_device(kdump_port, timeout=2),
+        "device:redfish": device_section(fast_tls_redfish_bmc, timeout="3")})
+    with FakeNova(evacuation_latency=0.1) as nova:
+        for host in (HOST, "compute-2"):
+            nova.add_compute(host)
+        nova.add_server("vm", HOST)
+        config = write_config(tmp_path, nova, extra=(
+            f"[fencing]\ncredentials_file = {credentials}\n"
+            f"poll_interval = 0.2\nattempts = 1\n"))
+        proc = run_cli(config, "host-failure", HOST)
+        assert proc.returncode == 1, proc.stderr
+        alarm = [line for line in proc.stderr.splitlines()
+                 if "ALARM" in line]
+        assert len(alarm) == 1, proc.stderr
+        assert f"ALARM: {HOST} could not be proved off: no fencing level " \
+               f"proved it off" in alarm[0]
+        assert "level 1 device kdump (fence_kdump) failed" in alarm[0]
+        assert "level 2 device redfish (fence_redfish) failed" in alarm[0]
+        assert fast_tls_redfish_bmc.password not in proc.stderr
+        assert [r for r in nova.requests
+                if r["method"] in ("POST", "PUT")] == []
