@@ -29,10 +29,12 @@ from tests.bmc.agents import device_section
 from tests.bmc.agents import require_agent
 from tests.bmc.agents import write_sections
 from tests.bmc.kdump import kdump_sender
+from tests.bmc.kdump import send_kdump
 from tests.bmc.kdump import wait_udp_bound
 from tests.fakenova import FakeNova
 from tests.functional.cli_process import run_cli
 from tests.functional.cli_process import write_config
+from tests.netlab import netlab  # noqa: F401
 
 HOST = "compute-1"
 SLACK = 5.0
@@ -169,6 +171,34 @@ def test_a_kdump_message_proves_the_host_dead_and_its_power_is_kept(
         (1, "kdump", True)]
     assert told[0].seconds < 20
     assert ipmi_bmc.power_state() == "On"     # the dump is kept
+
+
+def test_a_kdump_message_from_the_failed_hosts_own_address(
+        tmp_path, ipmi_bmc, kdump_port, netlab):  # noqa: F811
+    # The host is a network namespace: its crash kernel's message comes
+    # from its own address; another host's message proves nothing.
+    host = netlab.add_host(HOST, ports=(22,))
+    other = netlab.add_host("compute-2", ports=(22,))
+    fence = fence_of(tmp_path, {
+        HOST: {"level1": "kdump", "level2": "ipmi"},
+        "device:kdump": {**kdump_device(kdump_port, timeout=20),
+                         "nodename": host.address},
+        "device:ipmi": device_section(ipmi_bmc)})
+    result = {}
+    fencing = threading.Thread(target=lambda: result.update(
+        message=fence.power_off(Clock())))
+    fencing.start()
+    wait_udp_bound(kdump_port)
+    send_kdump(other.namespace.gateway, kdump_port,
+               netns=other.namespace.name)
+    time.sleep(1)                    # a wrong message: still waiting
+    assert fencing.is_alive()
+    send_kdump(host.namespace.gateway, kdump_port,
+               netns=host.namespace.name)
+    fencing.join(30)
+    assert result["message"].startswith(
+        f"level 1: proved dead by fence_kdump (nodename={host.address})")
+    assert ipmi_bmc.power_state() == "On"
 
 
 def test_without_a_kdump_message_the_next_level_powers_off(
