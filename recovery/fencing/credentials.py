@@ -139,12 +139,6 @@ class Fencing:
         if driver == "fence_agent":
             return Device(name, _agent_fencer(host, values, own, subject,
                                               timing))
-        for key, value in own.items():
-            if key == "agent" or not _is_known(key):
-                raise ConfigError(
-                    f"{value.where}: unknown key '{key}' for driver "
-                    f"{driver} (known keys: {', '.join(KEYS)}; only a "
-                    f"fence_agent device takes an agent's own parameters)")
         settings = _settings(host, values, subject)
         return Device(name, _driver_class(driver)(settings, timing))
 
@@ -282,7 +276,31 @@ def _read_credentials(path: str) -> tuple[dict[str, _Value],
             file_defaults = values
         else:
             sections.append(_Section(name, values))
+    _check_keys(file_defaults, _is_agent(file_defaults))
+    for section in sections:
+        _check_keys(section.values, _is_agent(section.values) or (
+            not _says_how(section.values) and _is_agent(file_defaults)
+            and not section.name.startswith(DEVICE_PREFIX)))
     return file_defaults, sections
+
+
+def _is_agent(values: dict[str, _Value]) -> bool:
+    return "driver" in values and values["driver"].text == "fence_agent"
+
+
+def _check_keys(values: dict[str, _Value], agent: bool) -> None:
+    """Only a fence agent's section (one that says ``driver =
+    fence_agent``, or a host's that inherits it from [DEFAULT]) may set
+    keys of its own: the agent's parameters, checked against its
+    metadata when the device is built."""
+    if agent:
+        return
+    for key, value in values.items():
+        if not _is_known(key) or key == "agent":
+            raise ConfigError(
+                f"{value.where}: unknown key '{key}' (known keys: "
+                f"{', '.join(KEYS)}; an agent's own parameters go in a "
+                f"section with driver = fence_agent)")
 
 
 def _first_line(exc: Exception) -> str:

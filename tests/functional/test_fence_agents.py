@@ -309,6 +309,18 @@ def test_inherited_connection_keys_an_agent_lacks_are_left_out(
         "nodename": "127.0.0.1", "ipport": str(kdump_port)}
 
 
+def test_an_agent_and_its_parameters_in_the_file_default(tmp_path):
+    path = write_sections(tmp_path / "fencing.ini", {
+        "DEFAULT": {"driver": "fence_agent", "agent": "fence_ipmilan",
+                    "username": "admin", "lanplus": "1"},
+        HOST: {"address": "{host}-ipmi", "password": "p", "cipher": "3"}})
+    [(_, device)] = load_fencing(conf_of(path)).for_host(HOST).devices
+    assert device.fencer.parameters == {
+        "ip": f"{HOST}-ipmi", "username": "admin", "lanplus": "1",
+        "cipher": "3"}
+    assert device.fencer.settings.password.reveal() == "p"
+
+
 # -- recovery fencing check HOST ----------------------------------------------
 
 def cli_config(tmp_path, sections) -> str:

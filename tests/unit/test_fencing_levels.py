@@ -208,8 +208,11 @@ def test_levels_in_the_file_default_fence_every_other_host(tmp_path):
      ["[device:d] timeout", "'0.5'"]),
     ("[h]\nlevel1 = d\n[device:d]\ndriver = ipmi\naddress = a\n"
      "username = u\npassword = p\nlanplus = 1\n",
-     ["[device:d] lanplus", "unknown key 'lanplus' for driver ipmi",
-      "only a fence_agent device"]),
+     ["[device:d] lanplus", "unknown key 'lanplus'",
+      "go in a section with driver = fence_agent"]),
+    ("[DEFAULT]\npasswrd = x\n", ["[DEFAULT] passwrd", "unknown key"]),
+    ("[h]\nlevel1 = d\nlanplus = 1\n[device:d]\ndriver = ipmi\n",
+     ["[h] lanplus", "unknown key 'lanplus'"]),
 ])
 def test_bad_levels_are_refused_at_load(tmp_path, ini, words):
     with pytest.raises(exception.ConfigError) as caught:
