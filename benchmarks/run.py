@@ -5,7 +5,9 @@
 Needs the ``integration`` extra (the real Nova of benchmark 1), and root
 for the network namespaces of the fast path's (benchmarks/fastpath.py,
 about 20 minutes). The soak (benchmarks/soak.py) alone takes about 22
-minutes; the backends side by side (benchmarks/backends.py) about 9.
+minutes; the backends side by side (benchmarks/backends.py) about 9;
+fencing per device kind (benchmarks/fencing.py, Debian's fence-agents)
+about 3.
 Each benchmark also prints its own table and writes
 benchmarks/results/*.json.
 """
@@ -13,6 +15,7 @@ benchmarks/results/*.json.
 from benchmarks import backends
 from benchmarks import detector
 from benchmarks import fastpath
+from benchmarks import fencing
 from benchmarks import latency
 from benchmarks import metrics
 from benchmarks import rack
@@ -31,6 +34,7 @@ def main() -> None:
     store_data = store.main()
     detector_data = detector.main()
     fastpath_data = fastpath.main()
+    fencing_data = fencing.main()
     metrics_data = metrics.main()
     startup_data = startup.main()
     backends_data = backends.main()
@@ -75,6 +79,9 @@ def main() -> None:
         ("detector Nova requests per poll, 1,000 hosts",
          fastpath_data["cost"]["requests_per_poll"], "1"),
     ]
+    rows += [(f"fencing p50, {label.strip()} (s)", figure["p50"], "report")
+             for label, figure in fencing_data["figures"].items()
+             if not label.startswith(" ")]
     rows += [
         ("metrics' CPU per instance, 1,000 in flight (ms)",
          metrics_data["cpu_ms_per_instance"], "report"),
