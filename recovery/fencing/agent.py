@@ -13,7 +13,9 @@ agent with no ``status`` (fence_kdump) proves the host dead by its
 said it is writing its dump.
 
 The parameters, password included, go to the agent on standard input
-only: never on a command line or in the environment. Each call is
+only: never on a command line or in the environment (the IPMI agents,
+which would put it on ipmitool's, get it through a private file
+instead). Each call is
 bounded; an agent that outlives its time is killed with everything it
 started (it runs in a session of its own). ``_translate`` is the one
 place where an agent's answers become FencingError.
@@ -252,7 +254,7 @@ class AgentFencer(Fencer):
                                    and "timeout" in info.parameters
                                    and "timeout" not in parameters)
         # An ipmitool agent gets its password through a file (see
-        # ipmitool_shim), never on ipmitool's command line.
+        # _ipmitool_without_password), never on ipmitool's command line.
         self._ipmitool = None
         if "ipmitool_path" in info.parameters:
             self._ipmitool = (self.parameters.pop("ipmitool_path", None)

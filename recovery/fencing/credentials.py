@@ -257,6 +257,13 @@ def _read_credentials(path: str) -> tuple[dict[str, _Value],
         values = {key: _Value(text.strip(), f"{where} {key}")
                   for key, text in parser.items(name, raw=True)
                   if text.strip()}
+        for value in values.values():
+            if "\n" in value.text:
+                # Not echoed: it may be a password. An agent reads one
+                # parameter a line: a second line would be another.
+                raise ConfigError(f"{value.where}: a value is one line; "
+                                  f"this one goes on (an indented line "
+                                  f"under it continues it)")
         _check_values(values)
         is_device = name.startswith(DEVICE_PREFIX)
         if is_device and not re.fullmatch(r"[\w.-]+",

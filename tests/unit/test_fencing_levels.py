@@ -211,6 +211,8 @@ def test_levels_in_the_file_default_fence_every_other_host(tmp_path):
      ["[device:d] lanplus", "unknown key 'lanplus'",
       "go in a section with driver = fence_agent"]),
     ("[DEFAULT]\npasswrd = x\n", ["[DEFAULT] passwrd", "unknown key"]),
+    ("[h]\ndriver = ipmi\npassword = one\n  action=on\n",
+     ["[h] password", "a value is one line"]),
     ("[h]\nlevel1 = d\nlanplus = 1\n[device:d]\ndriver = ipmi\n",
      ["[h] lanplus", "unknown key 'lanplus'"]),
 ])
