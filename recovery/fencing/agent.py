@@ -83,6 +83,8 @@ for arg do
 done
 exec {ipmitool} "$@"
 """
+# What the agents add to any failure, and says nothing of it.
+_NOISE = "Please use '-h' for usage"
 # A log line's time stamp, as the agents' logging writes it.
 _STAMP = re.compile(r"^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d+ ")
 
@@ -106,7 +108,8 @@ class Answer:
         """The answer's most telling line: the agent's last error, else
         its last line of output ("" when it wrote none)."""
         lines = [_STAMP.sub("", line.strip())
-                 for line in self.output.splitlines() if line.strip()]
+                 for line in self.output.splitlines()
+                 if line.strip() and _NOISE not in line]
         errors = [line for line in lines if "error" in line.lower()
                   or line.startswith("Failed")]
         return (errors or lines or [""])[-1]

@@ -144,6 +144,9 @@ def test_refused_credentials_fail_the_device_without_the_password(
     message = str(caught.value)
     assert "fence_redfish power-off of ip=127.0.0.1" in message
     assert "power not verified Off within 4 s" in message
+    # The agent's own error, not its "Please use '-h' for usage".
+    assert "ERROR: Unable to get PowerState" in message
+    assert "Please use" not in message
     assert fast_tls_redfish_bmc.password not in message + caplog.text
     assert fast_tls_redfish_bmc.power_state() == "On"
 
