@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from recovery import concurrency
 from recovery.exception import ConfigError
 from recovery.exception import FencingError
+from recovery.fencing.fencer import BmcRefused
 from recovery.fencing.fencer import BmcSettings
 from recovery.fencing.fencer import Check
 from recovery.fencing.fencer import Fencer
@@ -65,6 +66,9 @@ RESERVED = {"action": "recovery chooses the action itself",
             "help": "not a fencing parameter",
             "version": "not a fencing parameter"}
 _REAP_TIMEOUT = 5.0
+# The same failed answer this many times in a row, and none that worked:
+# the device refuses (see AgentFencer._failed).
+REFUSAL_REPEATS = 3
 # How long past its own timeout an agent that waits (fence_kdump) may
 # take to end by itself before it is killed.
 _GRACE = 1.0
@@ -251,6 +255,10 @@ class AgentFencer(Fencer):
         self.parameters = dict(parameters)
         info = metadata(path)
         self.proves_by_off = "status" not in info.actions
+        # Whether the device gave an answer that worked, and its last
+        # failure with how many times in a row (see _failed).
+        self._answered = False
+        self._repeats: tuple[str | None, int] = (None, 0)
         self._power_timeout = "power_timeout" in info.parameters and (
             "power_timeout" not in parameters)
         self._timeout_parameter = (self.proves_by_off
@@ -310,15 +318,34 @@ class AgentFencer(Fencer):
             extra["power_timeout"] = str(max(int(seconds / 2), 1))
         answer = self.call("off", seconds, extra)
         if answer.code != 0:
-            raise self._translate(answer.describe(), "off")
+            raise self._failed(answer, "off")
+        self._answered = True
 
     def _read_power(self, seconds: float) -> str:
         answer = self.call("status", seconds)
-        if answer.code == STATUS_ON:
-            return "On"
-        if answer.code == STATUS_OFF:
-            return "Off"
-        raise self._translate(answer.describe(), "status")
+        if answer.code not in (STATUS_ON, STATUS_OFF):
+            raise self._failed(answer, "status")
+        self._answered = True
+        return "On" if answer.code == STATUS_ON else "Off"
+
+    def _failed(self, answer: Answer, action: str) -> FencingError:
+        """A failed answer. The agents do not tell a refused password
+        from a device out of reach (both are exit status 1), so a device
+        that has given the same failure ``REFUSAL_REPEATS`` times in a
+        row, and nothing that worked, is taken as refusing: it is not
+        asked again in this fencing (``BmcRefused``), and a wrong
+        password does not lock the account out. An agent killed at its
+        time is not an answer, and does not count."""
+        line = answer.describe()
+        last, count = self._repeats
+        self._repeats = (line, count + 1 if line == last else 1)
+        if not self._answered and self._repeats[1] >= REFUSAL_REPEATS:
+            return BmcRefused(self.settings.password.scrub(
+                f"{self.describe()}: {action}: {line}; the same failure "
+                f"{REFUSAL_REPEATS} times and no answer that worked: taken "
+                f"as a refusal (credentials, address or parameters), not "
+                f"asked again"))
+        return self._translate(line, action)
 
     def check(self, clock: concurrency.Clock) -> list[Check]:
         """``monitor`` and ``status``, as far as the agent has them. An

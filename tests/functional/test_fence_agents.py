@@ -19,6 +19,7 @@ from oslo_config import cfg
 from recovery import exception
 from recovery.concurrency import Clock
 from recovery.conf import fencing as fencing_conf
+from recovery.fencing import BmcRefused
 from recovery.fencing import load_fencing
 from tests.bmc.agents import FENCE_IPMILAN
 from tests.bmc.agents import FENCE_KDUMP
@@ -133,17 +134,25 @@ def test_status_reads_off_and_a_second_fencing_proves_it_again(
         tmp_path, {HOST: device_section(ipmi_bmc)}).power_off(Clock())
 
 
-def test_refused_credentials_fail_the_device_without_the_password(
+def test_refused_credentials_stop_the_device_without_the_password(
         tmp_path, fast_tls_redfish_bmc, caplog):
     fast_tls_redfish_bmc.refuse()
     fence = fence_of(tmp_path, {HOST: device_section(fast_tls_redfish_bmc)},
-                     timeout=4, attempts=1)
+                     timeout=20)
+    started = time.monotonic()
     with caplog.at_level(logging.DEBUG), \
-            pytest.raises(exception.FencingError) as caught:
+            pytest.raises(BmcRefused) as caught:
         fence.power_off(Clock())
+    # The same failure three times (off, status, status) and nothing that
+    # worked: taken as a refusal, not asked again for the device's 20 s,
+    # so that a wrong password does not lock the account out.
+    assert time.monotonic() - started < 10
     message = str(caught.value)
-    assert "fence_redfish power-off of ip=127.0.0.1" in message
-    assert "power not verified Off within 4 s" in message
+    assert message.startswith("fence_redfish power-off of ip=127.0.0.1: "
+                              "status: exit status 1: ")
+    assert message.endswith("the same failure 3 times and no answer that "
+                            "worked: taken as a refusal (credentials, "
+                            "address or parameters), not asked again")
     # The agent's own error, not its "Please use '-h' for usage".
     assert "ERROR: Unable to get PowerState" in message
     assert "Please use" not in message
