@@ -98,7 +98,9 @@ class HostFence:
                   tell: Tell | None = None) -> str:
         """Try each level until every device of one proves the host off;
         return what proved it. FencingError (naming each device and its
-        answer) when no level does: nothing may be evacuated then."""
+        answer) when no level does: nothing may be evacuated then.
+        ``tell`` hears each device's attempt when there are several (a
+        host's one device is the fencing's own news)."""
         attempts: list[DeviceAttempt] = []
         single = len(self.devices) == 1
         for level in self.levels:
@@ -106,7 +108,7 @@ class HostFence:
             for device in level.devices:
                 attempt, proof, error = self._try(clock, level, device)
                 attempts.append(attempt)
-                if tell is not None:
+                if tell is not None and not single:
                     tell(attempt)
                 if error is not None:
                     if single:

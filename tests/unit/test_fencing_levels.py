@@ -106,6 +106,16 @@ def test_one_device_alone_fails_as_its_driver_does():
     assert fence.describe() == "fake power-off of bmc"
 
 
+def test_one_device_alone_is_measured_and_its_attempt_not_told_twice():
+    clock = FakeClock()
+    before = observed("1", "only", "proved")
+    told = []
+    fence_of((1, [device("only", clock, off_at=2.0)])).power_off(
+        clock, told.append)
+    assert told == []             # the fencing's own event says it
+    assert observed("1", "only", "proved") - before == 2.0
+
+
 def test_a_check_asks_every_device_and_fences_none():
     clock = FakeClock()
     first, second = (device("a", clock, off_at=0.0),
