@@ -118,9 +118,8 @@ class HostFence:
             else:
                 if single:
                     return proofs[0]
-                if len(self.levels) > 1 or len(proofs) > 1:
-                    LOG.info("Fencing %s: level %d proved it off",
-                             self.host, level.number)
+                LOG.info("Fencing %s: level %d proved it off", self.host,
+                         level.number)
                 return f"level {level.number}: " + "; ".join(proofs)
         raise FencingError(
             "no fencing level proved it off: "
