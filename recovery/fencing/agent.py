@@ -220,6 +220,13 @@ def _ipmitool_without_password(password: str, ipmitool: str) -> Iterator[str]:
         shutil.rmtree(directory, ignore_errors=True)
 
 
+def _noexec(directory: str) -> bool:
+    try:
+        return bool(os.statvfs(directory).f_flag & os.ST_NOEXEC)
+    except OSError:
+        return False      # mkdtemp will say what is wrong with it
+
+
 def _write(path: str, text: str, mode: int) -> None:
     descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
     with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
@@ -270,6 +277,15 @@ class AgentFencer(Fencer):
         if "ipmitool_path" in info.parameters:
             self._ipmitool = (self.parameters.pop("ipmitool_path", None)
                               or _which("ipmitool") or "/usr/bin/ipmitool")
+            if settings.password.reveal() and _noexec(tempfile.gettempdir()):
+                raise ConfigError(
+                    f"{self.agent} for {settings.host}: the ipmitool "
+                    f"wrapper that keeps its password off ipmitool's "
+                    f"command line runs from the temporary directory "
+                    f"{tempfile.gettempdir()}, which is mounted noexec; "
+                    f"set TMPDIR to a private directory it may run from "
+                    f"(in the unit: RuntimeDirectory=recovery and "
+                    f"Environment=TMPDIR=/run/recovery)")
 
     def describe(self) -> str:
         if self.proves_by_off:

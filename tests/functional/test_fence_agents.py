@@ -9,6 +9,8 @@ Under CI a missing agent fails these tests; elsewhere it skips them.
 import contextlib
 import logging
 import os
+import subprocess
+import tempfile
 import threading
 import time
 from pathlib import Path
@@ -417,3 +419,25 @@ def test_a_host_no_level_proves_off_is_not_touched_and_the_alarm_names_all(
         assert fast_tls_redfish_bmc.password not in proc.stderr
         assert [r for r in nova.requests
                 if r["method"] in ("POST", "PUT")] == []
+
+
+def test_a_noexec_temporary_directory_is_refused_for_ipmi_agents(
+        tmp_path, ipmi_bmc, monkeypatch):
+    # The ipmitool wrapper runs from TMPDIR: on a noexec mount it could
+    # not, and every fencing would fail. Said at start instead.
+    noexec = tmp_path / "noexec"
+    noexec.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "noexec,size=1m",
+                              "tmpfs", str(noexec)], capture_output=True)
+    if mounted.returncode != 0:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"cannot mount a tmpfs: {mounted.stderr}")
+        pytest.skip("mounting a tmpfs needs root")
+    try:
+        monkeypatch.setattr(tempfile, "tempdir", str(noexec))
+        with pytest.raises(exception.ConfigError) as caught:
+            fence_of(tmp_path, {HOST: device_section(ipmi_bmc)})
+        assert f"{noexec}, which is mounted noexec" in str(caught.value)
+        assert "TMPDIR" in str(caught.value)
+    finally:
+        subprocess.run(["umount", str(noexec)], check=True)
