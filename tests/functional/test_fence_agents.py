@@ -441,3 +441,22 @@ def test_a_noexec_temporary_directory_is_refused_for_ipmi_agents(
         assert "TMPDIR" in str(caught.value)
     finally:
         subprocess.run(["umount", str(noexec)], check=True)
+
+
+def test_the_readme_credentials_file_example_loads_as_it_says(tmp_path):
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Fencing"):
+                     readme.index("## Design notes")]
+    start = section.index("# /etc/recovery/bmc.conf")
+    example = tmp_path / "bmc.conf"
+    example.write_text(section[start:section.index("```", start)])
+    example.chmod(0o600)
+    fencing = load_fencing(conf_of(example))
+    assert fencing.for_host("rack-a-1").describe() == (
+        "fence_ipmilan power-off of ip=rack-a-1-ipmi.oob.example.com")
+    assert fencing.for_host("rack-c-1").describe() == (
+        "fence_idrac power-off of ip=rack-c-1-idrac.oob.example.com")
+    assert fencing.for_host("compute-12").describe() == (
+        "level 1: kdump (fence_kdump proof of nodename=compute-12); "
+        "level 2: ipmi (fence_ipmilan power-off of "
+        "ip=compute-12-ipmi.oob.example.com)")
