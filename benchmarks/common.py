@@ -9,7 +9,9 @@ import platform
 import statistics
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +150,30 @@ def report(name: str, title: str, rows: list[tuple[str, Any, str]],
 # safety brakes would (rightly) hold them all.
 BRAKES_OFF = ("[safety]\nmax_failed_hosts_percent = 100\n"
               "max_host_recoveries_per_window = 1000\n")
+
+
+class Poller:
+    """Call ``look`` every ``interval`` on a thread until it returns
+    True (or ``stop``); an error in ``look`` (a state read while it was
+    written) is the next look's to fix."""
+
+    def __init__(self, look: Callable[[], bool | None],
+                 interval: float) -> None:
+        self._look = look
+        self._interval = interval
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            try:
+                if self._look():
+                    return
+            except Exception:
+                pass  # read while it was written: the next look
+            self._stop.wait(self._interval)
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(5)

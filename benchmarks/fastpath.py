@@ -71,7 +71,6 @@ import tempfile
 import threading
 import time
 import urllib.request
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -243,31 +242,6 @@ def redfish(bmc: RedfishBmc, action: str = "",
 
 
 # -- watching one loss --------------------------------------------------------
-class Poller:
-    """Call ``look`` every ``interval`` on a thread until it returns
-    True (or ``stop``)."""
-
-    def __init__(self, look: Callable[[], bool], interval: float) -> None:
-        self._look = look
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                if self._look():
-                    return
-            except Exception:
-                pass  # read while it was written: the next look
-            self._stop.wait(self._interval)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-
 class BmcWatch:
     """When the emulated BMC first holds a power-off request, how many it
     got, and when the power went Off (the emulator applies a request
@@ -279,7 +253,7 @@ class BmcWatch:
         self.requested: float | None = None
         self.off_at: float | None = None
         self._pending: list[float] = []
-        self._poller = Poller(self._look, BMC_WATCH)
+        self._poller = common.Poller(self._look, BMC_WATCH)
 
     @property
     def requests(self) -> int:
@@ -319,7 +293,7 @@ class Monitor:
         self._host = host
         self._ids = set(ids)
         self.done_at: float | None = None
-        self._poller = Poller(self._look, MONITOR_INTERVAL)
+        self._poller = common.Poller(self._look, MONITOR_INTERVAL)
 
     def _look(self) -> bool:
         done = {s["id"] for s in self._nova.servers()

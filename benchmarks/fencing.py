@@ -144,29 +144,6 @@ def host_fence(fencing: Fencing) -> HostFence:
 
 
 # -- watching -----------------------------------------------------------------
-class Watch:
-    """Call ``look`` every ``interval`` on a thread until ``stop``."""
-
-    def __init__(self, look: Callable[[], None], interval: float) -> None:
-        self._look = look
-        self._interval = interval
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self._look()
-            except Exception:
-                pass    # read while it was written: the next look
-            self._stop.wait(self._interval)
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(5)
-
-
 class RedfishWatch:
     """When the emulator first holds a power-off request (wall clock, to
     ``BMC_WATCH``) and when it applies it (its own apply time, exact);
@@ -176,7 +153,7 @@ class RedfishWatch:
         self._bmc = bmc
         self.held: float | None = None
         self.applies: list[float] = []
-        self._watch = Watch(self._look, BMC_WATCH)
+        self._watch = common.Poller(self._look, BMC_WATCH)
 
     def _look(self) -> None:
         pending = self._bmc._record().get("pending_power") or {}
@@ -201,7 +178,7 @@ class IpmiWatch:
     def __init__(self, bmc: IpmiBmc) -> None:
         self._bmc = bmc
         self.off_at: list[float] = []
-        self._watch = Watch(self._look, BMC_WATCH)
+        self._watch = common.Poller(self._look, BMC_WATCH)
 
     def _look(self) -> None:
         state = json.loads(self._bmc._state.read_text(encoding="utf-8"))
@@ -338,7 +315,7 @@ class BoundWatch:
     def __init__(self, port: int, interval: float) -> None:
         self.bound: float | None = None
         self._port = port
-        self._watch = Watch(self._look, interval)
+        self._watch = common.Poller(self._look, interval)
 
     def _look(self) -> None:
         if self.bound is None and udp_bound(self._port):
