@@ -164,6 +164,16 @@ def test_refused_credentials_stop_the_device_without_the_password(
 
 # -- levels -------------------------------------------------------------------
 
+def in_background(fence, tell=None):
+    """The fencing on a thread of its own (it waits for a kdump message
+    the test sends), and where its message will be."""
+    result = {}
+    fencing = threading.Thread(target=lambda: result.update(
+        message=fence.power_off(Clock(), tell)))
+    fencing.start()
+    return fencing, result
+
+
 def test_a_kdump_message_proves_the_host_dead_and_its_power_is_kept(
         tmp_path, ipmi_bmc, kdump_port):
     fence = fence_of(tmp_path, {
@@ -171,10 +181,7 @@ def test_a_kdump_message_proves_the_host_dead_and_its_power_is_kept(
         "device:kdump": kdump_device(kdump_port, timeout=20),
         "device:ipmi": device_section(ipmi_bmc)})
     told = []
-    result = {}
-    fencing = threading.Thread(target=lambda: result.update(
-        message=fence.power_off(Clock(), told.append)))
-    fencing.start()
+    fencing, result = in_background(fence, told.append)
     wait_udp_bound(kdump_port)
     with kdump_sender("127.0.0.1", kdump_port):
         fencing.join(30)
@@ -198,10 +205,7 @@ def test_a_kdump_message_from_the_failed_hosts_own_address(
         "device:kdump": {**kdump_device(kdump_port, timeout=20),
                          "nodename": host.address},
         "device:ipmi": device_section(ipmi_bmc)})
-    result = {}
-    fencing = threading.Thread(target=lambda: result.update(
-        message=fence.power_off(Clock())))
-    fencing.start()
+    fencing, result = in_background(fence)
     wait_udp_bound(kdump_port)
     send_kdump(other.namespace.gateway, kdump_port,
                netns=other.namespace.name)
