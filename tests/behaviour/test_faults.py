@@ -10,12 +10,12 @@ directly, not through the proxy.
 Real Nova only: the fake Nova learns the same faults in its own tests.
 """
 
-import importlib.util
 
 import pytest
 
 from tests.behaviour.clouds import RealCloud
 from tests.behaviour.clouds import Spec
+from tests.behaviour.conftest import require_nova
 from tests.behaviour.proxied import TIMEOUT
 from tests.behaviour.proxied import evacuations
 from tests.behaviour.proxied import ours
@@ -27,12 +27,7 @@ from tests.faultproxy import FaultProxy
 from tests.faultproxy import Match
 from tests.faultproxy import Rule
 
-pytestmark = [
-    pytest.mark.integration,
-    pytest.mark.skipif(importlib.util.find_spec("nova") is None,
-                       reason="nova is not installed (tox -e integration "
-                       "installs it)"),
-]
+pytestmark = pytest.mark.integration
 
 #: How long recovery may take a request sent but unanswered to still be
 #: on its way ([nova] late_request_margin, beyond [nova] timeout). Every
@@ -43,6 +38,7 @@ MARGIN = 10
 @pytest.fixture(scope="module")
 def real():
     """One real Nova for the module; each test fails a host of its own."""
+    require_nova()
     cloud = RealCloud()
     yield cloud
     cloud.close()
