@@ -96,6 +96,7 @@ from recovery.fencing import Fencing
 from recovery.fencing import HostFence
 from recovery.fencing import load_fencing
 from tests.bmc import free_port
+from tests.bmc import write_sections
 from tests.bmc.agents import FENCE_IPMILAN
 from tests.bmc.agents import FENCE_KDUMP
 from tests.bmc.agents import FENCE_KDUMP_SEND
@@ -103,7 +104,6 @@ from tests.bmc.agents import FENCE_REDFISH
 from tests.bmc.agents import IPMITOOL
 from tests.bmc.agents import device_section
 from tests.bmc.agents import unavailable
-from tests.bmc.agents import write_sections
 from tests.bmc.ipmi import IpmiBmc
 from tests.bmc.kdump import kdump_sender
 from tests.bmc.kdump import udp_bound

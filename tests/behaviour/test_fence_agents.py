@@ -12,6 +12,7 @@ import pytest
 from tests.behaviour.checks import FAILED
 from tests.behaviour.checks import evacuations
 from tests.behaviour.clouds import Spec
+from tests.bmc import write_sections
 from tests.bmc.agents import FENCE_IPMILAN
 from tests.bmc.agents import FENCE_KDUMP
 from tests.bmc.agents import FENCE_KDUMP_SEND
@@ -19,7 +20,6 @@ from tests.bmc.agents import FENCE_REDFISH
 from tests.bmc.agents import IPMITOOL
 from tests.bmc.agents import device_section
 from tests.bmc.agents import require_agent
-from tests.bmc.agents import write_sections
 from tests.bmc.kdump import kdump_sender
 
 DETECTOR = ("[detector]\nenabled = true\nhosts = compute-*\n"

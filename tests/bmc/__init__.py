@@ -20,12 +20,12 @@ fixtures ``redfish_bmc``, ``fast_redfish_bmc`` (power-off applied within
 Nothing here puts a password on a command line.
 """
 
-import configparser
 import os
 import signal
 import socket
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 from typing import Protocol
@@ -57,12 +57,20 @@ def free_port(kind: int = socket.SOCK_STREAM) -> int:
 
 def write_credentials_file(path: Path, hosts: dict[str, Bmc]) -> Path:
     """Write a credentials file with one section per host, mode 600."""
-    parser = configparser.ConfigParser(interpolation=None)
-    for host, bmc in hosts.items():
-        parser[host] = bmc.credentials()
+    return write_sections(path, {host: bmc.credentials()
+                                 for host, bmc in hosts.items()})
+
+
+def write_sections(path: Path,
+                   sections: Mapping[str, Mapping[str, str]]) -> Path:
+    """Write a credentials file of these sections (``DEFAULT`` is the
+    file's [DEFAULT]), mode 600."""
+    text = "".join(f"[{name}]\n" + "".join(f"{key} = {value}\n"
+                                           for key, value in keys.items())
+                   + "\n" for name, keys in sections.items())
     with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
               "w", encoding="utf-8") as handle:
-        parser.write(handle)
+        handle.write(text)
     return path
 
 

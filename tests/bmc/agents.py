@@ -105,13 +105,3 @@ def device_section(bmc, **extra: str) -> dict[str, str]:
     section.update(extra)
     return section
 
-
-def write_sections(path, sections: Mapping[str, Mapping[str, str]]):
-    """Write a credentials file of these sections, mode 600."""
-    text = "".join(f"[{name}]\n" + "".join(f"{key} = {value}\n"
-                                           for key, value in keys.items())
-                   + "\n" for name, keys in sections.items())
-    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600),
-              "w", encoding="utf-8") as handle:
-        handle.write(text)
-    return path

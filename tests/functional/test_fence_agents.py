@@ -23,6 +23,7 @@ from recovery.concurrency import Clock
 from recovery.conf import fencing as fencing_conf
 from recovery.fencing import BmcRefused
 from recovery.fencing import load_fencing
+from tests.bmc import write_sections
 from tests.bmc.agents import FENCE_IPMILAN
 from tests.bmc.agents import FENCE_KDUMP
 from tests.bmc.agents import FENCE_KDUMP_SEND
@@ -30,7 +31,6 @@ from tests.bmc.agents import FENCE_REDFISH
 from tests.bmc.agents import IPMITOOL
 from tests.bmc.agents import device_section
 from tests.bmc.agents import require_agent
-from tests.bmc.agents import write_sections
 from tests.bmc.kdump import kdump_sender
 from tests.bmc.kdump import send_kdump
 from tests.bmc.kdump import wait_udp_bound
