@@ -108,6 +108,12 @@ def run_cli(config: Path, host: str = FAILED,
             "peak_rss_mb": usage.ru_maxrss / 1024}
 
 
+def cpu_seconds(pid: int) -> float:
+    """The user + system time process ``pid`` has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def last(calls: list[dict[str, Any]], action: str) -> float:
     return max(c["time"] for c in calls if c.get("action") == action)
 

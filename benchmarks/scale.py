@@ -13,7 +13,6 @@ cap is off: it would only stretch the run.
 
 from __future__ import annotations
 
-import os
 import tempfile
 import time
 from pathlib import Path
@@ -26,7 +25,6 @@ from tests.functional.engine_process import EngineProcess
 LATENCY = 5.0
 ONE_HOST = 1000
 HOSTS, PER_HOST = 20, 50
-CLK_TCK = os.sysconf("SC_CLK_TCK")
 
 
 def one_host(instances: int,
@@ -57,11 +55,6 @@ def _peak_in_flight(requests: list[dict[str, Any]]) -> int:
     return peak
 
 
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLK_TCK
-
-
 def _peak_rss_mb(pid: int) -> float:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmHWM:"):
@@ -82,12 +75,12 @@ def many_hosts() -> dict[str, Any]:
         try:
             engine.start()
             pid = engine.proc.pid
-            cpu_ready = _cpu_seconds(pid)
+            cpu_ready = common.cpu_seconds(pid)
             started = time.time()
             common.wait_finished(
                 engine, [engine.post_host_down(host) for host in hosts])
             seconds = time.time() - started
-            cpu = _cpu_seconds(pid) - cpu_ready
+            cpu = common.cpu_seconds(pid) - cpu_ready
             rss = _peak_rss_mb(pid)
             peak = _peak_in_flight(fake.requests)
         finally:

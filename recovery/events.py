@@ -17,6 +17,7 @@ class EventKind(str, enum.Enum):
     RECEIVED = "received"           # a notification stored, to act on
     IGNORED = "ignored"             # stored, not acted on (the reason)
     HELD = "held"                   # a gate holds it (the verdict)
+    RELEASED = "released"           # a gate let it go after a hold
     CLAIMED = "claimed"             # an attempt starts
     TAKEN_OVER = "taken-over"       # a dead holder's run resumed
     FENCED = "fenced"               # powered off, verified Off
@@ -26,6 +27,9 @@ class EventKind(str, enum.Enum):
     PROBE_ANSWERED = "probe-answered"
     ISOLATED = "isolated"           # forced down and disabled in Nova
     CAPACITY = "capacity"           # the room predicted for the instances
+    CAPACITY_SHORT = "capacity-short"  # fewer failures tolerated than asked
+    CAPACITY_OK = "capacity-ok"     # as many as asked again
+    SIMULATED = "simulated"         # 'recovery simulate' ran, nothing done
     UNDONE = "undone"               # an isolation step rolled back
     EVACUATING = "evacuating"       # an instance's evacuation starts
     RECOVERED = "recovered"

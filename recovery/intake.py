@@ -5,8 +5,9 @@ decision, and stored.
 
 ``new`` for what the engine acts on; ``ignored``, with the reason, for
 what it does not (a disabled segment, a host on maintenance, an event no
-flow acts on, a host failure nobody vouched for). An operator's command
-(``by_hand``) is neither: it is claimed as it is stored, and runs.
+flow acts on, a host failure or return nobody vouched for). An operator's
+command (``by_hand``) is neither: it is claimed as it is stored, and
+runs.
 """
 
 import datetime
@@ -101,8 +102,12 @@ def describe(type: str, payload: dict[str, Any]) -> str:
 
 
 # The (event, vir_domain_event) pairs of a VM notification that mean the
-# guest died and a restart may help (Masakari's instance events).
-VM_EVENTS = {("LIFECYCLE", "STOPPED_FAILED"), ("IO_ERROR", "IO_ERROR_REPORT")}
+# guest died and a restart may help: Masakari's instance events
+# (masakari/engine/instance_events.py), matched as exactly as Masakari
+# matches them. The instance monitor sends the first two, the
+# introspective one (the QEMU guest agent stopped answering) the third.
+VM_EVENTS = {("LIFECYCLE", "STOPPED_FAILED"), ("IO_ERROR", "IO_ERROR_REPORT"),
+             ("QEMU_GUEST_AGENT_ERROR", "STOPPED_FAILED")}
 
 
 def initial_status(kind: Kind, payload: dict[str, Any],
@@ -123,7 +128,7 @@ def initial_status(kind: Kind, payload: dict[str, Any],
                 f"'recovery host update {segment.name} {host.name} "
                 f"--no-maintenance'")
     if kind is Kind.INSTANCE:
-        pair = (payload["event"].upper(), payload["vir_domain_event"])
+        pair = (payload["event"], payload["vir_domain_event"])
         if pair not in VM_EVENTS:
             return Status.IGNORED, (
                 f"event {payload['event']}/{payload['vir_domain_event']} "
@@ -136,12 +141,20 @@ def initial_status(kind: Kind, payload: dict[str, Any],
                 f"process {payload['process_name']} is not nova-compute: "
                 f"recovery acts only on nova-compute process failures")
         return Status.NEW, None
+    status = payload.get("host_status", "missing")
     if kind is Kind.HOST_RETURN:
-        # The host return waits for the host's own heartbeats.
+        # As Masakari: a return the monitor does not vouch for is not
+        # acted on ('recovery host-return' is the operator's way). One it
+        # vouches for still waits for the host's own heartbeats.
+        if status != "NORMAL":
+            return Status.IGNORED, (
+                f"host_status is {status}: the monitor did not confirm "
+                f"the host is back; 'recovery host-return' brings it back "
+                f"by hand")
         return Status.NEW, None
-    if payload.get("host_status") != "NORMAL":
+    if status != "NORMAL":
         return Status.IGNORED, (
-            f"host_status is {payload.get('host_status', 'missing')}: "
-            f"the monitor did not confirm the host is off, and evacuating "
-            f"a host that may still run its guests would run them twice")
+            f"host_status is {status}: the monitor did not confirm the "
+            f"host is off, and evacuating a host that may still run its "
+            f"guests would run them twice")
     return Status.NEW, None

@@ -31,7 +31,7 @@ HOST_BUCKETS = (5, 10, 20, 30, 60, 120, 300, 600, 1200, 1800, 3600)
 NOVA_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 # The brake's reasons: Nova's view (the gates), then the probes' (the
 # detector's fast path).
-NOVA_BRAKE_REASONS = ("all_down", "too_many_down")
+NOVA_BRAKE_REASONS = ("all_down", "too_many_down", "many_domains")
 BRAKE_REASONS = (*NOVA_BRAKE_REASONS, "silent_probes")
 # From the last heartbeat to the failure stored: a heartbeat interval and
 # the fast path's margins, up to Nova's service_down_time and the grace.
@@ -136,6 +136,15 @@ class Metrics:
             ["cause"], registry=reg)
         for cause in DETECTOR_HOLDS:
             self.detector_holds.labels(cause)
+        self.failures_tolerated = prometheus_client.Gauge(
+            f"{PREFIX}_failures_tolerated", "Host failures each failover "
+            "segment can absorb (the detector's watched hosts: segment "
+            "'(watched hosts)'), the most loaded hosts failing first, at "
+            "this engine's last look ([capacity] refresh_interval).",
+            ["segment"], registry=reg)
+        self.failures_to_tolerate = prometheus_client.Gauge(
+            f"{PREFIX}_failures_to_tolerate", "The operator's target: "
+            "[capacity] failures_to_tolerate.", registry=reg)
 
     # -- what the engine's parts report -----------------------------------
     def nova_call(self, kind: str) -> "_Timed":

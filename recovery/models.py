@@ -123,6 +123,10 @@ class Migration:
     status: str
     source_compute: str
     dest_compute: str | None
+    # Nova's stamps: accepted, and last changed (for a done one, when it
+    # ended).
+    created_at: datetime.datetime | None = None
+    updated_at: datetime.datetime | None = None
 
     FAILED = frozenset({"error", "failed"})
 
@@ -136,10 +140,27 @@ class Migration:
                    instance_uuid=data["instance_uuid"],
                    status=data["status"],
                    source_compute=data["source_compute"],
-                   dest_compute=data.get("dest_compute"))
+                   dest_compute=data.get("dest_compute"),
+                   created_at=parse_time(data.get("created_at")),
+                   updated_at=parse_time(data.get("updated_at")))
+
+    @property
+    def duration(self) -> float | None:
+        """Seconds from accepted to done, by Nova's clock; None until it
+        is done."""
+        if (self.status != "done" or self.created_at is None
+                or self.updated_at is None):
+            return None
+        return (self.updated_at - self.created_at).total_seconds()
 
 
 @dataclasses.dataclass(frozen=True)
 class Aggregate:
     id: int
     name: str
+    hosts: tuple[str, ...] = ()
+    metadata: tuple[tuple[str, str], ...] = ()
+
+    def property(self, key: str) -> str | None:
+        """The value of metadata ``key``, or None."""
+        return dict(self.metadata).get(key)

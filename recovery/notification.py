@@ -123,6 +123,9 @@ class Notification:
     # The failure the detector saw, as "host@last heartbeat"; None for a
     # notification it did not make.
     detection: str | None = None
+    # The failure domain, down as a whole, its first attempt started as
+    # part of (the per-window cap counts the domain once).
+    failure_domain: str | None = None
 
     @property
     def event(self) -> str:

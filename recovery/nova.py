@@ -22,6 +22,7 @@ keystoneauth1's own connection retries are off, because they would also
 repeat a POST whose response was lost.
 """
 
+import collections
 import copy
 import logging
 import os
@@ -34,6 +35,7 @@ import requests
 import urllib3
 from keystoneauth1 import adapter as ks_adapter
 from keystoneauth1 import exceptions as ks_exc
+from keystoneauth1 import identity as ks_identity
 from keystoneauth1 import loading as ks_loading
 from keystoneauth1 import session as ks_session
 from novaclient import client as nova_client
@@ -44,6 +46,8 @@ from recovery import concurrency
 from recovery import exception
 from recovery import hostnames
 from recovery.concurrency import Clock
+from recovery.conf import masakari
+from recovery.evacuable import ListedServer
 from recovery.metrics import METRICS
 from recovery.models import Aggregate
 from recovery.models import ComputeService
@@ -58,6 +62,19 @@ MICROVERSION = "2.94"
 # Placement's: provider summaries with every resource class (1.27).
 PLACEMENT_MICROVERSION = "1.29"
 PLACEMENT_RESOURCES = ("VCPU", "MEMORY_MB", "DISK_GB")
+# One listing's reads of the images it does not know take this long at
+# most in all, and none is retried: Glance is on the path to a
+# recovery's start only for images never read before.
+IMAGE_TIMEOUT = 5.0
+# A read is started only with this much of IMAGE_TIMEOUT left.
+IMAGE_READ_MIN = 1.0
+# After Glance failed to answer, it is asked nothing for this long.
+IMAGE_RETRY_AFTER = 60.0
+# Images whose properties the process keeps (the oldest read go first).
+IMAGE_CACHE_SIZE = 10000
+# Instances per page of the whole cloud's listing: Nova's default
+# [api] max_limit (a smaller max_limit only means more pages).
+ALL_SERVERS_PAGE = 1000
 GROUP = "nova"
 T = TypeVar("T")
 
@@ -74,6 +91,9 @@ def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
     that must answer quickly (the API's host check). ``user_agent`` tells
     Nova's logs which process sent each request.
     """
+    # A Masakari config's Nova user and catalog entry are [nova]'s
+    # defaults: before the auth loads.
+    masakari.adopt(conf)
     group = conf[GROUP]
     overrides = {} if timeout is None else {"timeout": timeout}
     limiter = RateLimiter(
@@ -104,13 +124,30 @@ def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
         service_type=group.service_type,
         service_name=group.service_name, user_agent=user_agent,
         connect_retries=0, status_code_retries=0)
-    placement = ks_adapter.Adapter(
-        session, service_type="placement",
-        interface=group.valid_interfaces, region_name=group.region_name,
-        endpoint_override=group.placement_endpoint_override,
-        user_agent=user_agent, connect_retries=0, status_code_retries=0)
-    return Nova(client, clock=clock, placement=placement,
+    def adapter(service_type: str, override: str | None) -> Any:
+        return ks_adapter.Adapter(
+            session, service_type=service_type,
+            interface=group.valid_interfaces, region_name=group.region_name,
+            endpoint_override=override, user_agent=user_agent,
+            connect_retries=0, status_code_retries=0)
+
+    return Nova(client, clock=clock,
+                placement=adapter("placement",
+                                  group.placement_endpoint_override),
+                images=Images(adapter("image", group.image_endpoint_override),
+                              clock, missing=_no_glance(
+                                  auth, group.image_endpoint_override)),
                 retries=group.api_retries if retries is None else retries)
+
+
+def _no_glance(auth: Any, override: str | None) -> str | None:
+    """Why there is no Glance to ask, or None: only an auth with a
+    catalog (Keystone's) finds it there; another (admin_token, none)
+    gives one URL, Nova's, for every service."""
+    if override or isinstance(auth, ks_identity.BaseIdentityPlugin):
+        return None
+    return ("[nova] auth has no service catalog and [nova] "
+            "image_endpoint_override is not set")
 
 
 def _no_guard() -> None:
@@ -248,11 +285,13 @@ def _translate(what: str, exc: Exception) -> exception.RecoveryError:
         return kind(f"Nova refused to {what}: {exc.message} "
                     f"(HTTP {exc.code})", status=exc.code,
                     request_id=exc.request_id)
-    if isinstance(exc, ks_exc.EndpointNotFound):
+    # No catalog entry, or no catalog at all (no auth, only Nova's URL).
+    if isinstance(exc, (ks_exc.EndpointNotFound, ks_exc.MissingAuthPlugin)):
         return exception.ConfigError(
             f"no endpoint to {what}: {exc}. Check [nova] region_name and "
-            f"valid_interfaces, or set endpoint_override (Nova) or "
-            f"placement_endpoint_override (Placement)")
+            f"valid_interfaces, or set endpoint_override (Nova), "
+            f"placement_endpoint_override (Placement) or "
+            f"image_endpoint_override (Glance)")
     if isinstance(exc, ks_exc.ConnectionError):
         not_sent = _never_sent(exc)
         how = " (the request was never sent)" if not_sent else ""
@@ -294,6 +333,130 @@ def _never_sent(exc: BaseException) -> bool:
     return False
 
 
+class Images:
+    """The properties of the images instances boot from, read from Glance
+    once per image and kept for the process (the ``IMAGE_CACHE_SIZE``
+    images used last; the ``hw_*`` properties only: what
+    ``recovery.evacuable``'s rules read).
+
+    Glance never fails a recovery nor holds it up for long: one call reads
+    the images it does not know for ``IMAGE_TIMEOUT`` at most in all,
+    with no retry; after Glance failed to answer, it is asked nothing
+    for ``IMAGE_RETRY_AFTER``; an image not read has no properties, and
+    Nova judges its instances."""
+
+    def __init__(self, adapter: Any, clock: Clock, *,
+                 missing: str | None = None):
+        """``adapter``: a keystoneauth1 adapter for Glance; ``missing``:
+        why there is no Glance to ask (an auth with no catalog and no
+        ``image_endpoint_override``), or None."""
+        self._adapter = adapter
+        self._clock = clock
+        self._missing = missing
+        self._lock = concurrency.Lock()
+        self._known: collections.OrderedDict[str, dict[str, str]] = (
+            collections.OrderedDict())
+        self._retry_at: float | None = None
+        # Whether the log said that there is no image service.
+        self._said = False
+
+    def properties(self, image_ids: set[str], call: Callable[..., Any], *,
+                   read: bool = True) -> dict[str, dict[str, str]]:
+        """The properties of each image of ``image_ids`` that is known;
+        with ``read``, the others are read through ``call`` (the facade's
+        ``_call``) first, as far as Glance and the time allow."""
+        found = {}
+        with self._lock:
+            for image_id in image_ids & self._known.keys():
+                self._known.move_to_end(image_id)
+                found[image_id] = self._known[image_id]
+        unknown = sorted(image_ids - found.keys())
+        if not unknown or not read:
+            return found
+        if self._missing is not None:
+            self._say_missing()
+            return found
+        if not self._askable():
+            return found
+        deadline = self._clock.monotonic() + IMAGE_TIMEOUT
+        for image_id in unknown:
+            left = deadline - self._clock.monotonic()
+            if left < IMAGE_READ_MIN:
+                break
+            try:
+                found[image_id] = self._read(image_id, call, left)
+            except exception.Interrupted:
+                raise
+            except exception.RecoveryError as exc:
+                status = getattr(exc.__cause__, "http_status", None)
+                if status == 404:
+                    # Deleted, or not shown to recovery's user: Nova kept
+                    # what it saved at boot.
+                    found[image_id] = {}
+                elif status is not None and status < 500:
+                    LOG.warning("Image %s's properties not read: %s",
+                                image_id, exc)
+                    continue
+                elif isinstance(exc, exception.ConfigError):
+                    # No image service in the catalog: a setting.
+                    self._missing = str(exc)
+                    self._say_missing()
+                    break
+                else:
+                    # Glance is not answering: none of the others either.
+                    self._failed(exc)
+                    break
+            self._keep(image_id, found[image_id])
+        return found
+
+    def _say_missing(self) -> None:
+        """Log, once, why there is no Glance to ask."""
+        with self._lock:
+            first, self._said = not self._said, True
+        if first:
+            LOG.info("Images' properties are not read: %s. An instance "
+                     "whose image asks for a vTPM is tried, and Nova "
+                     "refuses it", self._missing)
+
+    def _askable(self) -> bool:
+        """Whether Glance may be asked now, after its last failure."""
+        with self._lock:
+            return (self._retry_at is None
+                    or self._clock.monotonic() >= self._retry_at)
+
+    def _read(self, image_id: str, call: Callable[..., Any],
+              timeout: float) -> dict[str, str]:
+        what = f"show image {image_id}"
+        path = f"/v2/images/{urllib.parse.quote(image_id, safe='')}"
+        response = call(what, self._adapter.get, path, kind="image.show",
+                        safe=False, timeout=timeout)
+        try:
+            body = response.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise exception.NovaError(
+                f"failed to {what}: the answer is not an image (is "
+                f"[nova] image_endpoint_override Glance's URL?)")
+        return {key: str(value) for key, value in body.items()
+                if key.startswith("hw_")
+                and isinstance(value, (str, int, float))}
+
+    def _keep(self, image_id: str, properties: dict[str, str]) -> None:
+        with self._lock:
+            self._known[image_id] = properties
+            self._known.move_to_end(image_id)
+            while len(self._known) > IMAGE_CACHE_SIZE:
+                self._known.popitem(last=False)
+
+    def _failed(self, exc: exception.RecoveryError) -> None:
+        with self._lock:
+            self._retry_at = self._clock.monotonic() + IMAGE_RETRY_AFTER
+        LOG.warning("Images' properties not read for %.0fs: %s. An "
+                    "instance whose image asks for a vTPM is tried, and "
+                    "Nova refuses it", IMAGE_RETRY_AFTER, exc)
+
+
 class Nova:
     """Every Nova call of the project, with timeouts and error translation.
 
@@ -302,11 +465,13 @@ class Nova:
     """
 
     def __init__(self, client: Any, *, retries: int, clock: Clock,
-                 placement: Any = None):
+                 placement: Any = None, images: Images | None = None):
         """``placement``: a keystoneauth1 adapter for Placement, which
-        ``free_room`` reads."""
+        ``free_room`` reads; ``images``: the images' properties, which
+        every listed server gets (none without)."""
         self._client = client
         self._placement = placement
+        self._images = images
         self._retries = retries
         self._clock = clock
         self._guard: Callable[[], None] = _no_guard
@@ -409,6 +574,25 @@ class Nova:
                            forced)
         return ComputeService.from_nova(found.to_dict())
 
+    def isolate(self, service: ComputeService,
+                reason: str | None) -> ComputeService:
+        """Force the service down and, unless ``reason`` is None, disable
+        it with ``reason``: one ``PUT /os-services/{id}`` (2.53 takes
+        both fields together), answered with the service as Nova saved
+        it. Nova saves forced_down before it decides whether to ask the
+        compute about the disable, so a forced-down host is not waited
+        on, as when the two are sent one after the other."""
+        body: dict[str, Any] = {"forced_down": True}
+        if reason is not None:
+            body.update(status="disabled", disabled_reason=reason)
+        what = ("force down and disable" if reason is not None
+                else "force down")
+        _, found = self._call(f"{what} the compute service of {service.host}",
+                              self._client.client.put,
+                              f"/os-services/{service.id}", body=body,
+                              kind="service.isolate")
+        return ComputeService.from_nova(found["service"])
+
     def disable(self, service: ComputeService, reason: str) -> None:
         self._call(f"disable the compute service of {service.host}",
                    self._client.services.disable_log_reason,
@@ -424,14 +608,38 @@ class Nova:
         a next page only when a page is full; novaclient's ``limit=-1``
         would always ask once more, for an empty page)."""
         query = {"host": host, "all_tenants": "1"}
-        return [Server.from_nova(s) for s in self._pages(
+        return self._servers(self._pages(
             f"list the instances of {host}", "/servers/detail", query,
-            "servers", kind="server.list")]
+            "servers", kind="server.list"))
+
+    def list_all_servers(self) -> list[Server]:
+        """Every instance of the cloud, in all projects: one request per
+        page of ``ALL_SERVERS_PAGE`` (Nova's default max_limit), whatever
+        the number of hosts. The capacity view's one listing."""
+        query = {"all_tenants": "1", "limit": str(ALL_SERVERS_PAGE)}
+        return self._servers(self._pages(
+            "list every instance", "/servers/detail", query, "servers",
+            kind="server.list"))
 
     def get_server(self, uuid: str) -> Server:
         found = self._call(f"show instance {uuid}",
                            self._client.servers.get, uuid)
-        return Server.from_nova(found.to_dict())
+        [server] = self._servers([found.to_dict()], read_images=False)
+        return server
+
+    def _servers(self, items: list[dict[str, Any]], *,
+                 read_images: bool = True) -> list[Server]:
+        """Nova's servers, with their images' properties where known
+        (with ``read_images``, read now for the images not known yet;
+        a show, which the instances' polls make, only looks them up)."""
+        servers = [ListedServer.from_nova(item) for item in items]
+        if self._images is None:
+            return servers
+        known = self._images.properties(
+            {s.specs.image_id for s in servers if s.specs.image_id},
+            self._call, read=read_images)
+        return [s.with_image(known[s.specs.image_id])
+                if known.get(s.specs.image_id) else s for s in servers]
 
     def lock(self, uuid: str, reason: str,
              in_flight: Callable[[exception.NovaError], None] | None = None
@@ -492,11 +700,19 @@ class Nova:
                    safe=False)
 
     # -- aggregates --------------------------------------------------------
-    def aggregates_of(self, host: str) -> list[Aggregate]:
+    def list_aggregates(self) -> list[Aggregate]:
+        """Every host aggregate, with its hosts and metadata: one
+        request."""
         found = self._call("list the host aggregates",
                            self._client.aggregates.list)
-        return [Aggregate(id=a.id, name=a.name) for a in found
-                if host in (a.hosts or [])]
+        return [Aggregate(id=a.id, name=a.name, hosts=tuple(a.hosts or ()),
+                          metadata=tuple(sorted(
+                              (str(k), str(v))
+                              for k, v in (a.metadata or {}).items())))
+                for a in found]
+
+    def aggregates_of(self, host: str) -> list[Aggregate]:
+        return [a for a in self.list_aggregates() if host in a.hosts]
 
     def add_to_aggregate(self, aggregate: Aggregate, host: str) -> None:
         """Add ``host`` to ``aggregate``; already in it is done."""

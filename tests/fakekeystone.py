@@ -11,12 +11,15 @@ accepted and each gets its own token: for ``nova_user``'s users, the
 ``user:project:roles`` form that the test Novas (``tests.fakenova``,
 ``tests.integration.realnova``) take their request context from.
 ``endpoints`` adds services to the catalog; as in Keystone's catalog
-templates, ``$(project_id)s`` in a URL is the token's project.
+templates, ``$(project_id)s`` in a URL is the token's project. A project
+is named as given; its id has the form Keystone gives ids (32 hex
+digits), as a service that reads ids from URLs expects.
 """
 
 import dataclasses
 import json
 import threading
+import uuid
 import wsgiref.simple_server
 from socketserver import ThreadingMixIn
 
@@ -27,9 +30,15 @@ TOKEN = "fake-keystone-token"
 class User:
     name: str
     password: str | None    # None: any credentials, any method
-    project: str            # the project's id and name
+    project: str            # the project's name
     roles: tuple[str, ...]
     token: str
+
+    @property
+    def project_id(self) -> str:
+        """The project's id: 32 hex digits, the same in every run."""
+        return uuid.uuid5(uuid.NAMESPACE_URL,
+                          f"fakekeystone:project:{self.project}").hex
 
 
 def nova_user(name: str, password: str, project: str,
@@ -127,14 +136,14 @@ class FakeKeystone:
             "issued_at": "2026-01-01T00:00:00.000000Z",
             "user": {"id": user.name, "name": user.name,
                      "domain": {"id": "default", "name": "Default"}},
-            "project": {"id": user.project, "name": user.project,
+            "project": {"id": user.project_id, "name": user.project,
                         "domain": {"id": "default", "name": "Default"}},
             "roles": [{"id": role, "name": role} for role in user.roles],
             "catalog": catalog,
         }
 
     def _endpoints(self, url: str, user: User) -> list[dict]:
-        url = url.replace("$(project_id)s", user.project)
+        url = url.replace("$(project_id)s", user.project_id)
         return [{"id": iface, "interface": iface, "region": self.region,
                  "region_id": self.region, "url": url}
                 for iface in ("admin", "internal", "public")]

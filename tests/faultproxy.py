@@ -153,7 +153,9 @@ class Record:
     #: not answered yet, or the upstream connection failed).
     status: int | None = None
     forwarded: float | None = None   # when it was sent upstream
-    answered: bool = False           # the client got an answer
+    #: The proxy sent the client an answer; set before the bytes go, so
+    #: a client that has read its answer always sees it here.
+    answered: bool = False
     client_gone: float | None = None  # when the client gave up (held)
     error: str | None = None         # the upstream could not be reached
     late_by: float | None = None     # late_delivery: after the client gave up
@@ -321,12 +323,12 @@ class FaultProxy:
             if answer is None:
                 _send(client, _reply(502, b"upstream unreachable\n", False))
                 return False
-            _send(client, self._response(request, *answer))
             record.answered = True
+            _send(client, self._response(request, *answer))
             return request.keep_alive
         if fault == "503":
-            _send(client, _reply(503, _BODY_503, request.keep_alive))
             record.answered = True
+            _send(client, _reply(503, _BODY_503, request.keep_alive))
             return request.keep_alive
         if fault == "reset_before":
             return False

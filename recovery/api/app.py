@@ -4,6 +4,7 @@ raises into an answer.
 """
 
 import logging
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -23,8 +24,15 @@ LOG = logging.getLogger(__name__)
 
 VERSION = {"id": "v1.0", "status": "CURRENT", "version": http.VERSIONS[-1],
            "min_version": http.VERSIONS[0], "updated": "2026-11-22T00:00:00Z"}
-# The resources under /v1; anything else in their place is a project id.
+# The resources under /v1; anything else in their place must be a
+# project id.
 RESOURCES = frozenset({"notifications", "segments"})
+# A project id as Masakari's router takes one by default: lower-case hex
+# digits and dashes (Keystone issues uuid4().hex; a dashed UUID from an
+# identity backend must not lose a monitor's notification to a 404).
+# Anything else there is an unknown path: a mistyped resource
+# (/v1/segmentz) answers 404, not the version document.
+PROJECT_ID = re.compile(r"[0-9a-f-]+\Z")
 
 
 def version(req: webob.Request) -> dict[str, Any]:
@@ -38,11 +46,12 @@ def _other_project(req: webob.Request, project: str) -> None:
     clouds register the endpoint as ``.../v1/$(project_id)s``, and every
     client then puts its project in the path. With Keystone, the project
     must be the token's (keystonemiddleware sets these headers and drops
-    any a caller sent)."""
+    any a caller sent); another is a malformed URL (400), as Masakari
+    answers it."""
     token_project = req.headers.get("X-Project-Id")
     if (req.headers.get("X-Identity-Status") == "Confirmed"
             and token_project and project != token_project):
-        raise http.Refused(403, f"the project id in the URL ({project}) "
+        raise http.Refused(400, f"the project id in the URL ({project}) "
                                 f"is not the token's project "
                                 f"({token_project})")
 
@@ -63,13 +72,18 @@ class API:
             return http.error(400, "the request URL is not valid UTF-8")
         if not parts:
             # The document clients discover versions with, before they
-            # can ask for one.
+            # can ask for one; 200, as Masakari answers and documents it.
             return self._answer(req, lambda: {"GET": lambda: http.respond(
-                300, {"versions": [version(req)]})})
+                200, {"versions": [version(req)]})})
         try:
             asked = http.negotiate(req)
         except http.Refused as exc:
-            return http.error(exc.status, exc.message)
+            response = http.error(exc.status, exc.message)
+            if exc.status == 406:
+                # Another version may be acceptable: caches must key on
+                # the header (Masakari's 406 says so too).
+                response.headers.add("Vary", http.VERSION_HEADER)
+            return response
         return http.stamp(
             self._answer(req, lambda: self._handlers(req, parts)), asked)
 
@@ -78,6 +92,8 @@ class API:
         if parts[0] != "v1":
             return None
         if len(parts) >= 2 and parts[1] not in RESOURCES:
+            if not PROJECT_ID.match(parts[1]):
+                return None
             _other_project(req, parts.pop(1))
         if len(parts) == 1:
             return {"GET": lambda: http.respond(
@@ -120,6 +136,17 @@ class API:
         except UnicodeDecodeError:
             # webob decodes the query string lazily.
             return http.error(400, "the request URL is not valid UTF-8")
+
+
+def from_conf(conf: Any, store: Store, check_host: HostCheck, clock: Clock,
+              on_stored: Callable[[], None] = lambda: None) -> API:
+    """``build``, with the limits ``[api]`` sets: the engine's embedded
+    API and the WSGI entry point alike."""
+    return build(store, check_host, clock,
+                 max_body=conf.api.max_request_body_size,
+                 duplicate_window=(
+                     conf.api.duplicate_notification_detection_interval),
+                 on_stored=on_stored)
 
 
 def build(store: Store, check_host: HostCheck, clock: Clock, *,

@@ -2,6 +2,8 @@
 
 The version documents at ``/`` and ``/v1`` are public, as in every
 OpenStack API: clients discover the version before they authenticate.
+So is ``/healthcheck`` (recovery.api.health): health probes carry no
+token.
 """
 
 import hmac
@@ -14,11 +16,12 @@ import webob
 import webob.dec
 
 from recovery import exception
+from recovery.api import health
 from recovery.api.http import error
 
 LOG = logging.getLogger(__name__)
 
-PUBLIC_PATHS = frozenset({"", "/", "/v1", "/v1/"})
+PUBLIC_PATHS = frozenset({"", "/", "/v1", "/v1/", health.PATH})
 ADMIN_ROLE = "admin"
 
 

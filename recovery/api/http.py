@@ -3,6 +3,7 @@ Masakari's shapes, the JSON body, microversions, paging and sorting.
 """
 
 import json
+import re
 from collections.abc import Callable
 from collections.abc import Iterable
 from typing import Any
@@ -17,6 +18,9 @@ VERSION_HEADER = "OpenStack-API-Version"
 #: 1.3 vmoves (which Masakari serves at every version, and so does this).
 VERSIONS = ("1.0", "1.1", "1.2", "1.3")
 _VERSION_KEY = "recovery.api_version"
+# The form Masakari reads a version in: X.Y in decimal, without a sign or
+# a leading zero ('1.03', '01.2', '+1.1' and '0.9' are not versions).
+_VERSION_FORM = re.compile(r"[1-9][0-9]*\.(?:[1-9][0-9]*|0)\Z")
 
 #: A resource's handlers by HTTP method.
 Handlers = dict[str, Callable[[], webob.Response]]
@@ -75,12 +79,14 @@ def negotiate(req: webob.Request) -> microversion_parse.Version:
     """The request's microversion, remembered on it: the minimum when it
     names none, the maximum for ``latest``; 400 for a malformed one, 406
     for one outside 1.0-1.3, as Masakari answers."""
+    asked = microversion_parse.get_version(req.headers, SERVICE_TYPE)
+    if asked not in (None, "latest") and not _VERSION_FORM.match(asked):
+        # microversion-parse alone would read '1.03' as 1.3.
+        raise Refused(400, f"{VERSION_HEADER}: {asked!r} is not a "
+                           f"version: X.Y in decimal, no leading zero")
     try:
         found = microversion_parse.extract_version(
             req.headers, SERVICE_TYPE, VERSIONS)
-    except TypeError as exc:
-        raise Refused(400, f"{VERSION_HEADER}: not a version: "
-                           f"{exc}") from exc
     except ValueError as exc:
         raise Refused(406, f"{VERSION_HEADER}: {exc}; this API supports "
                            f"{SERVICE_TYPE} {VERSIONS[0]} to "
@@ -105,11 +111,12 @@ def at_least(req: webob.Request, version: str) -> bool:
 
 # -- paging and sorting ------------------------------------------------------
 def limit(params: Any) -> int | None:
+    """The page size; 0 is an empty page, as in Masakari."""
     if "limit" not in params:
         return None
     raw = params["limit"]
-    if not (raw.isascii() and raw.isdigit()) or int(raw) < 1:
-        raise Refused(400, "limit: must be a positive integer")
+    if not (raw.isascii() and raw.isdigit()):
+        raise Refused(400, "limit: must be a non-negative integer")
     return min(int(raw), MAX_LIMIT)
 
 

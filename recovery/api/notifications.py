@@ -34,6 +34,10 @@ FILTERS = ("status", "source_host_uuid", "type", "hostname")
 VMOVE_FILTERS = {"status": ("pending", "ongoing", "succeeded", "failed",
                             "ignored"),
                  "type": ("evacuation", "migration", "live_migration")}
+# The sort keys of a listing: the store's, and a notification's uuid under
+# the names Masakari's code (notification_uuid) and api-ref (uuid) give it.
+SORT_NAMES = {**{key: key for key in SORT_KEYS},
+              "uuid": "uuid", "notification_uuid": "uuid"}
 # A vmove's fields that are never null, which a listing sorts by.
 VMOVE_SORT_KEYS = frozenset({"id", "uuid", "instance_uuid", "instance_name",
                              "source_host", "type", "status", "created_at",
@@ -118,7 +122,7 @@ class NotificationAPI:
         params = req.GET
         filters = {k: params[k] for k in FILTERS if k in params}
         _one_of(filters, "status", [s.value for s in Status])
-        sort_key, sort_dir = http.sort(params, SORT_KEYS)
+        sort_key, sort_dir = http.sort(params, SORT_NAMES)
         generated_since = None
         if "generated-since" in params:
             generated_since = validation.parse_time(
@@ -127,7 +131,7 @@ class NotificationAPI:
             items = self.store.list_notifications(
                 filters=filters, generated_since=generated_since,
                 limit=http.limit(params), marker=params.get("marker"),
-                sort_key=sort_key, sort_dir=sort_dir)
+                sort_key=SORT_NAMES[sort_key], sort_dir=sort_dir)
         except exception.NotFound as exc:
             raise http.Refused(400, f"marker: {exc}") from exc
         return http.respond(200, {"notifications": [

@@ -40,8 +40,9 @@ PAYLOADS = {
         "type": "object",
         "properties": {
             "instance_uuid": {"type": "string", "format": "uuid"},
-            "vir_domain_event": {"type": "string", "maxLength": 255},
-            "event": {"type": "string", "maxLength": 255},
+            "vir_domain_event": {"type": "string", "minLength": 1,
+                                 "maxLength": 255},
+            "event": {"type": "string", "minLength": 1, "maxLength": 255},
         },
         "required": ["instance_uuid", "vir_domain_event", "event"],
         "additionalProperties": False,
@@ -80,17 +81,20 @@ FALSE = frozenset({"false", "f", "no", "n", "off", "0"})
 BOOLEAN = {"type": ["boolean", "string"],
            "pattern": f"(?i)^({'|'.join(sorted(TRUE | FALSE))})\\Z",
            "description": "must be a boolean (true or false)"}
+# A description and control attributes are free text, stored as TEXT:
+# Masakari sets no length, nor does this (the body's size limit bounds it).
 SEGMENT_FIELDS = {
     "name": NAME,
-    "description": {"type": ["string", "null"], "maxLength": 255},
+    "description": {"type": ["string", "null"]},
     "recovery_method": {"type": "string", "enum": list(RECOVERY_METHODS)},
     "service_type": NAME,
     "enabled": BOOLEAN,
 }
 HOST_FIELDS = {
     "name": HOSTNAME,
-    "type": NAME,
-    "control_attributes": {"type": "string", "maxLength": 255},
+    # Masakari's may be empty; recovery stores it and never reads it.
+    "type": {**NAME, "minLength": 0, "pattern": "^(\\S(.*\\S)?)?\\Z"},
+    "control_attributes": {"type": "string"},
     "reserved": BOOLEAN,
     "on_maintenance": BOOLEAN,
 }

@@ -6,17 +6,20 @@ made, or every fencing device answered 'fencing check'), 1 recovery
 failed (an instance failed, fencing failed, or Nova failed or could not
 be reached) or a fencing device did not answer 'fencing check', 2 bad
 usage or config, an unknown host, segment or notification, invalid
-input, or a name already taken, 3
+input, a name already taken, or a live entry 'db import-masakari'
+left behind, 3
 refused for safety (a host that heartbeats, one that another live
 process is recovering, a host return while guests still move away,
-recovery disarmed, or a segment or host edit while one of the segment's
-hosts is being recovered), 4 the run 'notifications watch' follows had not
+recovery disarmed, a segment or host edit while one of the segment's
+hosts is being recovered, or 'db contract' while an engine of an older
+release is alive), 4 the run 'notifications watch' follows had not
 ended within its --timeout.
 """
 
 import argparse
 import getpass
 import logging
+import os
 import socket
 import sys
 
@@ -27,6 +30,7 @@ from oslo_log import log
 from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.api import validation
+from recovery.cmd import capacity
 from recovery.cmd import events
 from recovery.cmd import fencing
 from recovery.cmd import live
@@ -35,8 +39,10 @@ from recovery.cmd import segments
 from recovery.cmd import watch
 from recovery.concurrency import Clock
 from recovery.db import connection
+from recovery.db import masakari_import
 from recovery.db.store import Store
 from recovery.db.store import open_conf_store
+from recovery.engine import capacity as capacity_check
 from recovery.engine import runner
 from recovery.notification import Kind
 from recovery.notification import Status
@@ -45,12 +51,32 @@ from recovery.results import Recorder
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_TIMEOUT = 4
+# In --help and in the CLI reference and man page (doc/ext/cli.py), which
+# a test holds to the EXIT_* codes above.
+EXIT_CODES = f"""exit codes:
+  {EXIT_OK}  every selected instance recovered, or there was nothing to do
+  {EXIT_FAILED}  recovery failed: an instance failed, fencing failed, a wait
+     timed out, or Nova failed or could not be reached
+  {EXIT_USAGE}  bad usage or configuration, an unknown host, segment or name
+     already taken, or a live entry db import-masakari left behind
+  {EXIT_REFUSED}  refused for safety: Nova still hears from the host (and it
+     has no fencing driver), another process is recovering it, guests
+     are still moving away from it (host-return), recovery is
+     disarmed, a segment edit would change a recovery in flight, or db
+     contract while an engine of an older release is alive
+  {EXIT_TIMEOUT}  notifications watch: the run had not ended within --timeout
+"""
+# Masakari's database for 'db import-masakari', when --from does not name
+# it: the password stays out of the process list and the shell's history.
+MASAKARI_URL_VARIABLE = "MASAKARI_DATABASE_URL"
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="recovery",
-        description="Recover the instances of failed Nova compute hosts.")
+        description="Recover the instances of failed Nova compute hosts.",
+        epilog=EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument(
         "--config-file", action="append", default=None,
         help="Configuration file; may be repeated. Default: oslo.config's "
@@ -115,19 +141,46 @@ def build_parser() -> argparse.ArgumentParser:
     segments.add_parsers(commands)
     events.add_parser(commands)
     fencing.add_parser(commands)
+    capacity.add_parsers(commands)
     database = commands.add_parser(
         "db", help="The store's schema.",
         description="A shared database (PostgreSQL, MariaDB/MySQL) is "
-                    "created and upgraded only by 'recovery db upgrade'; "
-                    "engines refuse to start on a schema that is not "
-                    "theirs. An SQLite store upgrades itself on first use.")
+                    "created and upgraded only by 'recovery db upgrade' "
+                    "and 'recovery db contract', while the engines run: "
+                    "they refuse to start only on a schema they cannot "
+                    "run on. An SQLite store upgrades itself on first use.")
     schema = database.add_subparsers(dest="action", required=True)
-    schema.add_parser("upgrade", help="Create or upgrade the schema to "
-                                      "this version's. Run it once, from "
-                                      "one controller; a second run waits "
-                                      "for the first.")
+    schema.add_parser("upgrade", help="Create the schema, or upgrade it "
+                                      "up to its first contract migration "
+                                      "(engines of the previous release "
+                                      "run on the result). Run it once, "
+                                      "from one controller; a second run "
+                                      "waits for the first.")
+    schema.add_parser("contract", help="Apply the rest of this version's "
+                                       "migrations, once every engine "
+                                       "runs this release: refused while "
+                                       "an engine of an older one is "
+                                       "alive.")
     schema.add_parser("version", help="The schema's revision and this "
                                       "version's.")
+    masakari = schema.add_parser(
+        "import-masakari", help="Bring Masakari 22's segments, hosts and "
+                                "notification history into the store.",
+        description="Failover segments, hosts and notifications (with "
+                    "their vmoves) keep their UUIDs; what the store has "
+                    "already is not imported twice, nor overwritten. "
+                    "Masakari's database is only read.")
+    masakari.add_argument("--from", dest="source", metavar="URL",
+                          default=os.environ.get(MASAKARI_URL_VARIABLE),
+                          help="Masakari's database, as its [database] "
+                               "connection names it (mysql+pymysql://..., "
+                               "postgresql://...). Default: "
+                               f"${MASAKARI_URL_VARIABLE}, which keeps its "
+                               "password out of the process list and the "
+                               "shell's history.")
+    masakari.add_argument("--dry-run", action="store_true",
+                          help="Print what would be imported and skipped, "
+                               "and why; write nothing.")
     return parser
 
 
@@ -204,6 +257,22 @@ def _recorded_run(conf: cfg.ConfigOpts, means: runner.Means, kind: Kind,
     return result
 
 
+def capacity_view(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    nova = runner.Means.load(conf, Clock(), "recovery").nova
+    view = capacity_check.capacity_view(conf, open_conf_store(conf), nova,
+                                        Clock())
+    print(capacity.render_view(view, args.format))
+    return EXIT_OK
+
+
+def simulate(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    nova = runner.Means.load(conf, Clock(), "recovery").nova
+    simulation = capacity_check.simulate(conf, open_conf_store(conf), nova,
+                                         Clock(), args.fail, _operator())
+    print(capacity.render_simulation(simulation, args.format))
+    return EXIT_OK
+
+
 def _operator() -> str:
     """The operator running this command: user@host."""
     return f"{getpass.getuser()}@{socket.gethostname()}"
@@ -263,16 +332,22 @@ def watch_notification(store: Store, args: argparse.Namespace) -> int:
 
 
 def db(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    if args.action == "import-masakari":
+        return import_masakari(conf, args)
     engine = connection.create_engine(connection.Options.from_conf(
         conf.database, max_retries=0))
     try:
         if args.action == "upgrade":
-            before, after = connection.upgrade(engine)
-            print(f"schema at {after} (was {before or 'empty'})"
-                  if before != after else f"schema at {after}, current")
+            print(_migrated(connection.upgrade(engine, expand_only=True)))
+        elif args.action == "contract":
+            done = connection.contract(engine, conf.engine.lease_seconds)
+            print(f"{_migrated(done)}; no engine of an older release is "
+                  f"alive")
         else:
             print(f"database: {connection.current_revision(engine) or '-'}"
                   f"\nthis recovery: {connection.HEAD_REVISION}")
+    except connection.OlderEngines as exc:
+        return _fail(EXIT_REFUSED, str(exc))
     except sa.exc.SQLAlchemyError as exc:
         raise exception.StoreError(
             f"{args.action} failed on {engine.url.render_as_string()}: "
@@ -280,6 +355,29 @@ def db(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     return EXIT_OK
+
+
+def _migrated(done: connection.Migrated) -> str:
+    said = (f"schema at {done.after} (was {done.before or 'empty'})"
+            if done.before != done.after
+            else f"schema at {done.after}, current")
+    if done.stopped_before is None:
+        return said
+    return (f"{said}; stopped before contract migration "
+            f"{done.stopped_before}, which engines of the previous release "
+            f"cannot run on: run 'recovery db contract' once every engine "
+            f"runs this release")
+
+
+def import_masakari(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    if not args.source:
+        return _fail(EXIT_USAGE, f"give Masakari's database: --from URL, or "
+                                 f"${MASAKARI_URL_VARIABLE}")
+    report = masakari_import.from_url(open_conf_store(conf), args.source,
+                                      now=Clock().now(),
+                                      dry_run=args.dry_run)
+    print(report.render())
+    return EXIT_USAGE if report.left_behind else EXIT_OK
 
 
 def segments_and_hosts(conf: cfg.ConfigOpts,
@@ -301,7 +399,8 @@ COMMANDS = {"host-failure": host_failure, "host-return": host_return,
             "notifications": notifications, "disarm": set_arming,
             "arm": set_arming, "status": status,
             "segment": segments_and_hosts, "host": segments_and_hosts,
-            "db": db, "events": events.run, "fencing": fencing_check}
+            "db": db, "events": events.run, "fencing": fencing_check,
+            "capacity": capacity_view, "simulate": simulate}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -7,6 +7,7 @@ builds and passes down; nothing reads a global at import time.
 from oslo_config import cfg
 
 from recovery.conf import api
+from recovery.conf import capacity
 from recovery.conf import database
 from recovery.conf import default
 from recovery.conf import detector
@@ -14,13 +15,15 @@ from recovery.conf import engine
 from recovery.conf import fencing
 from recovery.conf import host_failure
 from recovery.conf import instance_failure
+from recovery.conf import masakari
 from recovery.conf import metrics
 from recovery.conf import nova
 from recovery.conf import process_failure
 from recovery.conf import safety
 
 _MODULES = (default, host_failure, nova, database, api, engine, fencing,
-            safety, instance_failure, process_failure, detector, metrics)
+            safety, instance_failure, process_failure, detector, metrics,
+            masakari, capacity)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -5,9 +5,22 @@ from oslo_config import cfg
 GROUP = "api"
 
 OPTS = [
+    cfg.BoolOpt(
+        "enabled",
+        default=True,
+        help="Serve the notification API from recovery-engine (with "
+             "/healthcheck, and /metrics unless [metrics] host is set). "
+             "False for engines behind a separate API "
+             "(recovery.wsgi.api:application under a WSGI server, as "
+             "masakari-api runs): they claim the notifications it stores "
+             "in the shared database, and serve /metrics only on "
+             "[metrics] host. The WSGI entry point does not read it.",
+    ),
     cfg.HostAddressOpt(
         "host",
         default="127.0.0.1",
+        deprecated_opts=[cfg.DeprecatedOpt("masakari_api_listen",
+                                           group="DEFAULT")],
         help="Address the notification API listens on. Loopback by "
              "default: listening elsewhere is a choice to make with "
              "auth_strategy keystone or token.",
@@ -15,6 +28,8 @@ OPTS = [
     cfg.PortOpt(
         "port",
         default=15868,
+        deprecated_opts=[cfg.DeprecatedOpt("masakari_api_listen_port",
+                                           group="DEFAULT")],
         help="Port of the notification API (15868 is Masakari's, so "
              "monitors need only a new address).",
     ),
@@ -41,6 +56,10 @@ OPTS = [
     cfg.IntOpt(
         "max_request_body_size",
         default=114688,
+        # Masakari's API limits its bodies with oslo.middleware's
+        # sizelimit, whose option this was.
+        deprecated_opts=[cfg.DeprecatedOpt("max_request_body_size",
+                                           group="oslo_middleware")],
         min=1024,
         help="Largest request body accepted, in bytes; larger ones get "
              "413.",
@@ -48,6 +67,8 @@ OPTS = [
     cfg.IntOpt(
         "duplicate_notification_detection_interval",
         default=180,
+        deprecated_opts=[cfg.DeprecatedOpt(
+            "duplicate_notification_detection_interval", group="DEFAULT")],
         min=0,
         help="Seconds during which a notification with the same type, "
              "host and payload as an earlier one is refused with 409. "

@@ -54,6 +54,11 @@ OPTS = [
     ),
 ] + [copy.deepcopy(opt) for opt in oslo_db_options.database_opts
      if opt.name in _OSLO_DB]
+# An engine started before its database waits for it, its API answering
+# 503, rather than exit after oslo.db's 10 attempts: an operator's reboot
+# brings the database and the engines up in any order.
+_RETRIES = next(opt for opt in OPTS if opt.name == "max_retries")
+_RETRIES.default = -1
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -14,6 +14,22 @@ OPTS = [
              "pool of host_failure_recovery_threads. Two recoveries of one "
              "host never run at once, whatever this says.",
     ),
+    cfg.FloatOpt(
+        "balance_grace",
+        default=3.0,
+        min=0,
+        mutable=True,
+        help="Engines that share a database split the host failures "
+             "among the live ones: an engine that runs its share (the "
+             "host recoveries running and waiting, divided by the live "
+             "engines, rounded up) leaves the next host failure to the "
+             "others. One left unclaimed for this many seconds is taken "
+             "by any engine with a free slot, so the share of an engine "
+             "that died or is slow is never stranded. 0 turns the "
+             "balancing off: the first engine to look takes all it has "
+             "room for. Instance and process failures, and runs resumed "
+             "from another engine, are never left.",
+    ),
     cfg.IntOpt(
         "retry_max_attempts",
         default=5,

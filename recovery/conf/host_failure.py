@@ -111,6 +111,8 @@ OPTS = [
     cfg.FloatOpt(
         "evacuation_timeout",
         mutable=True,
+        deprecated_opts=[cfg.DeprecatedOpt("wait_period_after_evacuation",
+                                           group="DEFAULT")],
         default=300.0,
         min=1.0,
         help="Seconds to wait, per instance, from the evacuate call until "
@@ -129,6 +131,8 @@ OPTS = [
     cfg.FloatOpt(
         "poll_interval",
         mutable=True,
+        deprecated_opts=[cfg.DeprecatedOpt("verify_interval",
+                                           group="DEFAULT")],
         default=0.5,
         min=0.05,
         help="Seconds between two polls of Nova while waiting for a state "

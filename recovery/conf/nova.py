@@ -21,6 +21,14 @@ _ADAPTER_OPTS = (
     "endpoint-override",
 )
 
+# Masakari's names ([DEFAULT]) of the session and adapter options, for its
+# masakari.conf (recovery/conf/masakari.py).
+_MASAKARI_NAMES = {
+    "cafile": "nova_ca_certificates_file",
+    "insecure": "nova_api_insecure",
+    "region_name": "os_region_name",
+}
+
 # Auth plugins whose options are listed in the sample config. Any other
 # keystoneauth1 plugin still works: its options register when it loads.
 _SAMPLE_AUTH_PLUGINS = ("password", "v3applicationcredential", "admin_token")
@@ -72,7 +80,26 @@ OPTS = [
              "before instances are evacuated: a prediction for the dry "
              "run and the operator, never a gate.",
     ),
+    cfg.StrOpt(
+        "image_endpoint_override",
+        help="The image service's (Glance's) URL, for a Nova without a "
+             "Keystone catalog. With a catalog, Glance is found there, in "
+             "the same region and interface as Nova. Recovery reads the "
+             "properties of its instances' images (hw_tpm_version: a "
+             "vTPM, which Nova does not evacuate) once per image, and "
+             "caches them. Without Glance, or while it does not answer, "
+             "such an instance is tried, and Nova's refusal is its "
+             "failure.",
+    ),
 ]
+
+
+def _with_masakari_names(opts: list[cfg.Opt]) -> list[cfg.Opt]:
+    for opt in opts:
+        if opt.dest in _MASAKARI_NAMES:
+            opt.deprecated_opts.append(cfg.DeprecatedOpt(
+                _MASAKARI_NAMES[opt.dest], group="DEFAULT"))
+    return opts
 
 
 def _session_opts() -> list[cfg.Opt]:
@@ -81,7 +108,7 @@ def _session_opts() -> list[cfg.Opt]:
         if opt.dest == "timeout":
             # Every Nova call has a timeout; keystoneauth's default is none.
             opt.default = DEFAULT_TIMEOUT
-    return opts
+    return _with_masakari_names(opts)
 
 
 def _adapter_opts() -> list[cfg.Opt]:
@@ -92,7 +119,7 @@ def _adapter_opts() -> list[cfg.Opt]:
             opt.default = "compute"
         elif opt.dest == "valid_interfaces":
             opt.default = ["internal", "public"]
-    return opts
+    return _with_masakari_names(opts)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -9,6 +9,7 @@ OPTS = [
     cfg.StrOpt(
         "disable_reason",
         mutable=True,
+        deprecated_name="service_disable_reason",
         default="Process failure: nova-compute stopped; disabled by "
                 "recovery",
         help="Reason recorded on a host's nova-compute service when "

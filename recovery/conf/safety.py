@@ -28,12 +28,38 @@ OPTS = [
         max=100,
         mutable=True,
         help="Mass-failure brake. When more than this percentage of the "
-             "nova-compute services are down or in recovery at once, the "
-             "engine starts no host recovery: that many failures at once "
-             "is more likely a network partition or a control-plane fault "
-             "than dead hosts. Held notifications wait, with the verdict "
-             "as their message, and run once the share drops. 100 turns "
-             "the brake off (not recommended).",
+             "nova-compute services are down or in recovery at once (not "
+             "counting the failure domains down as a whole, see "
+             "failure_domain_key), the engine starts no host recovery: "
+             "that many failures at once is more likely a network "
+             "partition or a control-plane fault than dead hosts. Held "
+             "notifications wait, with the verdict as their message, and "
+             "run once the share drops. 100 turns the brake off (not "
+             "recommended).",
+    ),
+    cfg.StrOpt(
+        "failure_domain_key",
+        default="failure_domain",
+        mutable=True,
+        help="The metadata key on Nova host aggregates that names a "
+             "host's failure domain: a rack or a power feed, e.g. "
+             "'openstack aggregate set --property failure_domain=rack-12 "
+             "rack-12'. A domain of two hosts or more whose every host "
+             "is down or in recovery is one event: its hosts leave the "
+             "percentage brake, and the per-window cap counts the domain "
+             "once. A host in no such aggregate is a domain of its own. "
+             "Empty: no domains; every host counts alone.",
+    ),
+    cfg.IntOpt(
+        "max_failed_domains",
+        default=1,
+        min=0,
+        mutable=True,
+        help="With more than this many failure domains down as a whole at "
+             "once, the mass-failure brake holds every host recovery: "
+             "silence across many domains is more likely a network "
+             "partition than as many independent losses. 0 holds as soon "
+             "as any domain is down as a whole.",
     ),
     cfg.IntOpt(
         "max_host_recoveries_per_window",
@@ -41,8 +67,9 @@ OPTS = [
         min=1,
         mutable=True,
         help="At most this many host recoveries start in any "
-             "window_seconds. The rest wait in the order they arrived; "
-             "none is dropped.",
+             "window_seconds; a failure domain down as a whole counts "
+             "once, however many hosts it has. The rest wait in the order "
+             "they arrived; none is dropped.",
     ),
     cfg.FloatOpt(
         "window_seconds",

@@ -27,6 +27,7 @@ import socket
 import time
 import uuid as uuidlib
 from collections.abc import Callable
+from collections.abc import Collection
 from collections.abc import Iterator
 from typing import Any
 from typing import TypeVar
@@ -49,6 +50,39 @@ from recovery.notification import Notification
 from recovery.notification import Status
 
 _T = TypeVar("_T")
+
+
+@dataclasses.dataclass(frozen=True)
+class Window:
+    """The per-window cap a new host recovery's start must fit: at most
+    ``cap`` starts in ``seconds``. A start as part of ``domain``, a
+    failure domain down as a whole, counts with the others of that
+    domain as one. ``released``: why the gates let it go after holding
+    it, recorded with the claim."""
+
+    cap: int
+    seconds: float
+    domain: str | None = None
+    released: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class Start:
+    """A start the per-window cap counts: how long ago (seconds, by the
+    database's clock), and the failure domain it stands for, if any."""
+
+    age: float
+    domain: str | None
+
+
+def fits(starts: list[Start], window: Window) -> bool:
+    """Whether one more start fits ``window``, given the ``starts``
+    within it: its domain's event is counted already, or there is a
+    slot left."""
+    if window.domain is not None and any(
+            start.domain == window.domain for start in starts):
+        return True
+    return len(starts) < window.cap
 
 
 def this_process() -> str:
@@ -155,6 +189,12 @@ _HOLD_RUN = notifications.update().where(
     notifications.c.lease_until > sa.bindparam("key_now"))
 
 
+def _held(conn: Any, item: Notification) -> bool:
+    """Whether ``item``'s last event is a gate's hold."""
+    last = events.last(conn, item.uuid)
+    return last is not None and last.kind == EventKind.HELD.value
+
+
 def hold_run(conn: Any, uuid: str, holder: Holder,
              now: datetime.datetime) -> None:
     """Extend ``holder``'s lease on its run, or raise ``LeaseLost``. In the
@@ -191,10 +231,12 @@ class ClaimStore(NotificationStore):
                 or owner_gone(item.owner))
 
     def _take(self, conn: Any, item: Notification, owner: str,
-              now: datetime.datetime, lease: float,
-              actor: str) -> Notification | None:
+              now: datetime.datetime, lease: float, actor: str,
+              window: Window | None = None) -> Notification | None:
         """Compare-and-swap ``item`` to running under ``owner``, recorded
-        as ``actor``'s claim, or its takeover of an abandoned run."""
+        as ``actor``'s claim, or its takeover of an abandoned run. A
+        first start records ``window``'s domain, for the cap's count,
+        and its release from a hold."""
         resumed = item.status is Status.RUNNING
         values = dict(status=Status.RUNNING.value, owner=owner,
                       lease_until=_later(now, lease),
@@ -203,12 +245,21 @@ class ClaimStore(NotificationStore):
                       started_at=item.started_at or now,
                       # A resumed run continues its attempt.
                       attempts=item.attempts + (0 if resumed else 1))
+        domain = window.domain if window is not None else None
+        # Only a first start is counted by the per-window cap.
+        recorded = ({"failure_domain": domain}
+                    if domain is not None and item.started_at is None
+                    else {})
         done = conn.execute(notifications.update().where(
             notifications.c.uuid == item.uuid,
-            notifications.c.version == item.version).values(**values))
+            notifications.c.version == item.version).values(
+                **values, **recorded))
         if done.rowcount != 1:
             return None
         attempt = values["attempts"]
+        if window is not None and window.released and _held(conn, item):
+            events.insert(conn, item.uuid, now, Decision(
+                actor, item.hostname, EventKind.RELEASED, window.released))
         if resumed:
             why = ("its process has exited" if owner_gone(item.owner)
                    else f"its lease ran out at "
@@ -218,10 +269,12 @@ class ClaimStore(NotificationStore):
                 f"taken over from {item.owner} ({why}): attempt {attempt} "
                 f"resumes from its journal on {owner}")
         else:
+            part = (f", one of failure domain {domain}, down as a whole"
+                    if domain is not None else "")
             decision = Decision(actor, item.hostname, EventKind.CLAIMED,
-                                f"attempt {attempt} starts on {owner}")
+                                f"attempt {attempt} starts on {owner}{part}")
         events.insert(conn, item.uuid, now, decision)
-        return dataclasses.replace(item, status=Status.RUNNING,
+        return dataclasses.replace(item, status=Status.RUNNING, **recorded,
                                    **{k: v for k, v in values.items()
                                       if k != "status"})
 
@@ -231,12 +284,13 @@ class ClaimStore(NotificationStore):
         return item.status in (Status.NEW, Status.ERROR) and (
             item.next_attempt_at is None or item.next_attempt_at <= now)
 
-    def next_runnable(self, *, resume_only: bool = False
-                      ) -> Notification | None:
+    def next_runnable(self, *, resume_only: bool = False,
+                      skip: Collection[str] = ()) -> Notification | None:
         """The oldest runnable notification, unclaimed: new or in error,
         once due; or running under an owner that is gone. Never one for
         a host another live run is working on. ``resume_only`` looks at
-        abandoned runs only."""
+        abandoned runs only; ``skip``: the uuids of those the caller
+        passes over."""
         waiting = notifications.c.status.in_(
             [Status.NEW.value, Status.ERROR.value])
         running = notifications.c.status == Status.RUNNING.value
@@ -251,22 +305,22 @@ class ClaimStore(NotificationStore):
             busy = {n.hostname for n in self._live_runs(conn, now)}
             for row in conn.execute(query):
                 item = row_to_notification(row)
-                if item.hostname not in busy and self._runnable(item, now):
+                if (item.hostname not in busy and item.uuid not in skip
+                        and self._runnable(item, now)):
                     return item
         return None
 
     def take(self, item: Notification, owner: str, lease: float, *,
-             window: tuple[int, float] | None = None
-             ) -> Notification | None:
+             window: Window | None = None) -> Notification | None:
         """Claim ``item`` (from ``next_runnable``) for ``owner``; None if
         another process changed it first, if another live run now holds
-        its host, or if it would start a host recovery beyond ``window``
-        (at most that many starts in that many seconds)."""
+        its host, or if it would start a host recovery beyond
+        ``window``."""
         return retry_conflicts(
             lambda: self._take_under_lock(item, owner, lease, window))
 
     def _take_under_lock(self, item: Notification, owner: str,
-                         lease: float, window: tuple[int, float] | None
+                         lease: float, window: Window | None
                          ) -> Notification | None:
         with self._tx() as conn:
             lock_claims(conn)
@@ -281,10 +335,11 @@ class ClaimStore(NotificationStore):
                 return None
             if (window is not None and current.status is not Status.RUNNING
                     and current.kind is Kind.HOST_FAILURE
-                    and len(self._started_within(conn, now, window[1]))
-                    >= window[0]):
+                    and not fits(self._started_within(
+                        conn, now, window.seconds), window)):
                 return None
-            return self._take(conn, current, owner, now, lease, owner)
+            return self._take(conn, current, owner, now, lease, owner,
+                              window)
 
     def hold(self, item: Notification, message: str, delay: float, *,
              event: Decision | None = None) -> bool:
@@ -310,16 +365,28 @@ class ClaimStore(NotificationStore):
         return done.rowcount == 1
 
     def _started_within(self, conn: Any, now: datetime.datetime,
-                        seconds: float) -> list[float]:
-        rows = conn.execute(sa.select(notifications.c.started_at).where(
+                        seconds: float) -> list[Start]:
+        rows = conn.execute(sa.select(
+            notifications.c.started_at, notifications.c.failure_domain
+        ).where(
             notifications.c.kind == Kind.HOST_FAILURE.value,
             notifications.c.started_at > _later(now, -seconds)).order_by(
                 notifications.c.started_at))
-        return [(now - r.started_at).total_seconds() for r in rows]
+        starts: list[Start] = []
+        seen: set[str] = set()
+        for row in rows:
+            if row.failure_domain in seen:
+                continue
+            if row.failure_domain is not None:
+                seen.add(row.failure_domain)
+            starts.append(Start((now - row.started_at).total_seconds(),
+                                row.failure_domain))
+        return starts
 
-    def recoveries_started_within(self, seconds: float) -> list[float]:
-        """How long ago (seconds, by the database's clock) each host
-        recovery of the last ``seconds`` started, oldest first."""
+    def recoveries_started_within(self, seconds: float) -> list[Start]:
+        """The host recovery starts of the last ``seconds``, oldest
+        first; a failure domain's hosts down as a whole count once, at
+        its first start."""
         with self._tx() as conn:
             return self._started_within(conn, self.lease_clock(conn),
                                         seconds)

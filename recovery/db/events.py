@@ -46,15 +46,21 @@ def insert(conn: Any, notification_uuid: str | None,
         "kind": decision.kind.value, "message": decision.message})
 
 
+def last(conn: Any, notification_uuid: str) -> Any:
+    """The notification's last event (its ``kind`` and ``message``), or
+    None."""
+    return conn.execute(
+        sa.select(events_table.c.kind, events_table.c.message).where(
+            events_table.c.notification_uuid == notification_uuid)
+        .order_by(events_table.c.id.desc()).limit(1)).first()
+
+
 def repeats(conn: Any, notification_uuid: str, decision: Decision) -> bool:
     """Whether the notification's last event already says ``decision``
     (the same kind and words): a gate that holds it again and again for
     the same reason is recorded once."""
-    last = conn.execute(
-        sa.select(events_table.c.kind, events_table.c.message).where(
-            events_table.c.notification_uuid == notification_uuid)
-        .order_by(events_table.c.id.desc()).limit(1)).first()
-    return last is not None and (last.kind, last.message) == (
+    said = last(conn, notification_uuid)
+    return said is not None and (said.kind, said.message) == (
         decision.kind.value, decision.message)
 
 

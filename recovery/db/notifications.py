@@ -65,7 +65,12 @@ class NotificationStore(Transactional):
             detection: str | None = None,
             event: Decision | None = None) -> Notification:
         """Store a notification; raise ``Duplicate`` if the same type, host
-        and payload arrived with a generated_time within the window.
+        and payload arrived with a generated_time no more than the window
+        before this one's, or after it: as in Masakari, an event older
+        than one already stored is stale, however much older. Unlike
+        Masakari, one dated past the window beyond ``now`` (a monitor's
+        clock ahead, a typo) blocks nothing: it would otherwise refuse
+        every later report of the host's failure until that date.
 
         ``detection`` (the detector's): the failure's name. ``Duplicate``
         if it was stored already, by any engine, or if the host has an
@@ -88,10 +93,11 @@ class NotificationStore(Transactional):
                         notifications.c.type == type,
                         notifications.c.hostname == hostname,
                         notifications.c.payload == values["payload"],
-                        notifications.c.generated_time > _shift(
+                        notifications.c.generated_time >= _shift(
                             generated_time, -window),
                         notifications.c.generated_time < _shift(
-                            generated_time, window)).limit(1)).scalar()
+                            max(generated_time, now), window)
+                    ).limit(1)).scalar()
                 if earlier:
                     raise exception.Duplicate(
                         f"a {type} notification for {hostname} with the "

@@ -51,6 +51,9 @@ notifications = sa.Table(
     sa.Column("updated_at", UTCDateTime, nullable=False),
     # When the first attempt started (the per-window brake counts these).
     sa.Column("started_at", UTCDateTime),
+    # The failure domain, down as a whole, that its first attempt started
+    # as part of: the per-window cap counts each domain once (0014).
+    sa.Column("failure_domain", sa.String(255)),
     # What recovery does about it (recovery.notification.Kind), decided
     # once at intake. Always written; nullable only for migration 0005.
     sa.Column("kind", sa.String(16)),
@@ -184,6 +187,17 @@ engines = sa.Table(
     sa.Column("last_seen", UTCDateTime, nullable=False),
     # Its concurrency backend (eventlet, threading); NULL before 0013.
     sa.Column("backend", sa.String(16)),
+    # The schema revision it was written for (its HEAD_REVISION); NULL
+    # for an engine of a release before 0015, which never writes it.
+    sa.Column("schema_revision", sa.String(32)),
+)
+
+# One row (id 1): the last contract migration applied, the oldest engine
+# schema that can run on this database (recovery.db.connection).
+schema_floor = sa.Table(
+    "schema_floor", metadata,
+    sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),
+    sa.Column("revision", sa.String(32), nullable=False),
 )
 
 # Each engine's view of a host that its liveness probes find silent (the

@@ -57,6 +57,7 @@ from recovery.census import Census
 from recovery.census import HeartbeatAges
 from recovery.db.control import Agreement
 from recovery.db.store import Store
+from recovery.domains import FailureDomains
 from recovery.engine.gates import silence_verdict
 from recovery.events import Decision
 from recovery.events import EventKind
@@ -114,11 +115,14 @@ class Detector:
                  fencing: Fencing, clock: concurrency.Clock,
                  connect: probe.Connect = probe.tcp_connect,
                  name: str = DETECTOR,
-                 prober: probe.Prober | None = None):
+                 prober: probe.Prober | None = None,
+                 domains: FailureDomains | None = None):
         """``connect``: how the slow path's liveness probe opens a TCP
         connection. ``name``: this engine's, in the store's views and
         the events it writes. ``prober``: the fast path's probes (run
-        by the engine on a task of its own)."""
+        by the engine on a task of its own). ``domains``: the hosts'
+        failure domains, for the brake on the probes (read from ``nova``
+        when not given)."""
         self.conf = conf
         self.connect = connect
         self.store = store
@@ -127,6 +131,7 @@ class Detector:
         self.clock = clock
         self.name = name
         self.prober = prober or probe.Prober(conf, clock)
+        self.domains = domains or FailureDomains(conf, nova, clock)
         self.ages = HeartbeatAges()
         # host -> monotonic time it was first seen down, this episode.
         self._suspects: dict[str, float] = {}
@@ -254,7 +259,7 @@ class Detector:
         for host in set(self._returning) - returning:
             del self._returning[host]
         self.prober.watch(probed if self._fast() else ())
-        hold, fast = self._fast_path(stale, len(probed), now)
+        hold, fast = self._fast_path(stale, probed, now)
         decisions.extend(fast)
         return Cycle(len(watched), up, tuple(suspects), tuple(decisions),
                      tuple(returns), hold)
@@ -304,7 +309,8 @@ class Detector:
     # -- the fast path -------------------------------------------------------
     def _fast_path(self, stale: dict[str, tuple[ComputeService,
                                                  float | None]],
-                   probed: int, now: float) -> tuple[str | None, list[str]]:
+                   probed: set[str], now: float
+                   ) -> tuple[str | None, list[str]]:
         """Record this engine's views of the stale hosts, and fail those
         that a majority of engines see silent. Returns the hold, if the
         fast path is held, and the decisions."""
@@ -314,8 +320,8 @@ class Detector:
         group = self.conf.detector
         silent_hosts = [host for host in self.prober.hosts()
                         if self.prober.view(host).silent_for is not None]
-        verdict = silence_verdict(len(silent_hosts), probed,
-                                  self.conf.safety.max_failed_hosts_percent)
+        verdict = silence_verdict(silent_hosts, probed,
+                                  self.domains.of_hosts(), self.conf.safety)
         if verdict is not None:
             # Its own network, more likely than most hosts at once.
             self._record_views({})

@@ -1,29 +1,41 @@
 """The engine-wide gates a host recovery passes before it starts.
 
 - Disarmed: no recovery starts at all (the loop checks the switch).
-- Per-window cap: at most ``max_host_recoveries_per_window`` host
-  recoveries start in any ``window_seconds``; the rest wait in order.
 - Mass-failure brake: when more than ``max_failed_hosts_percent`` of the
   compute services are down or in recovery at once, or every one of them
   looks down, the engine is more likely cut off from the hosts (or Nova's
-  control plane is failing) than looking at dead hosts: start none. The
+  control plane is failing) than looking at dead hosts: start none. It
+  reasons per failure domain (``recovery.domains``): a domain down as a
+  whole is one event and leaves the percentage, and more than
+  ``max_failed_domains`` of them at once hold as a partition. The
   detector's fast path applies the same rule to its own probes
   (``silence_verdict``): an engine that finds that share of the hosts
   silent suspects its own network and fails none of them.
+- Per-window cap: at most ``max_host_recoveries_per_window`` host
+  recoveries start in any ``window_seconds``, a domain down as a whole
+  counting once; the rest wait in order.
 
 A held notification keeps its status and attempts; its message says why
-it waits and the engine looks again when the hold ends.
+it waits and the engine looks again when the hold ends. Its claim, once
+the gates let it go, records why (``window``).
 """
 
 import dataclasses
 import datetime
 import logging
+from collections.abc import Collection
+from collections.abc import Mapping
 
 from oslo_config import cfg
 
 from recovery import concurrency
 from recovery.census import Census
+from recovery.db.claims import Window
+from recovery.db.claims import fits
 from recovery.db.store import Store
+from recovery.domains import Assessment
+from recovery.domains import FailureDomains
+from recovery.domains import assess
 from recovery.metrics import METRICS
 from recovery.metrics import NOVA_BRAKE_REASONS
 from recovery.notification import Kind
@@ -31,6 +43,11 @@ from recovery.notification import Notification
 from recovery.nova import Nova
 
 LOG = logging.getLogger(__name__)
+
+# A census serves the brake this long: a rack's notifications, checked
+# one after another in a claim turn, cost one services listing, not one
+# each. Which hosts recovery runs is read from the store every time.
+CENSUS_REUSE = 1.0
 
 
 @dataclasses.dataclass(frozen=True)
@@ -44,10 +61,18 @@ class Hold:
 
 class Gates:
     def __init__(self, conf: cfg.ConfigOpts, store: Store, nova: Nova,
-                 clock: concurrency.Clock):
+                 clock: concurrency.Clock,
+                 domains: FailureDomains | None = None):
+        """``domains``: the hosts' failure domains (read from ``nova``
+        when not given)."""
         self._conf, self._store, self._nova = conf, store, nova
         self._clock = clock
+        self._domains = domains or FailureDomains(conf, nova, clock)
         self._last_verdict: str | None = None
+        # The brake's last look, and why the last notification passed.
+        self._assessment = Assessment({})
+        self._passed: tuple[str, str] | None = None   # uuid, why
+        self._census: tuple[float, Census] | None = None   # when, census
 
     def check(self, notification: Notification) -> Hold | None:
         """Why ``notification`` must wait, or None if it may start. Only a
@@ -55,65 +80,94 @@ class Gates:
         failure passes."""
         if notification.kind is not Kind.HOST_FAILURE:
             return None
-        for gate, look in (("window", self._window),
-                           ("brake", lambda: self._brake(notification))):
+        reasons = []
+        for gate, look in (("brake", lambda: self._brake(notification)),
+                           ("window", lambda: self._window(notification))):
             hold = look()
-            if hold is not None:
-                METRICS.holds.labels(gate).inc()
-                break
-        else:
-            return None
-        # Never due at once again, or the loop would spin on it.
-        return dataclasses.replace(hold, delay=max(hold.delay, 1.0))
+            if isinstance(hold, str):
+                reasons.append(hold)
+                continue
+            METRICS.holds.labels(gate).inc()
+            # Never due at once again, or the loop would spin on it.
+            return dataclasses.replace(hold, delay=max(hold.delay, 1.0))
+        self._passed = (notification.uuid, "; ".join(reasons))
+        return None
 
-    def window(self) -> tuple[int, float]:
+    def window(self, notification: Notification) -> Window:
         """The per-window cap, as the store enforces it in each claim:
         at most that many host recoveries start in that many seconds,
-        whichever engine starts them."""
+        whichever engine starts them. For the ``notification`` that
+        ``check`` just let go: its failure domain if that is down as a
+        whole, and why it may start."""
         group = self._conf.safety
-        return group.max_host_recoveries_per_window, group.window_seconds
+        cap, seconds = (group.max_host_recoveries_per_window,
+                        group.window_seconds)
+        if notification.kind is not Kind.HOST_FAILURE:
+            return Window(cap, seconds)
+        released = None
+        if self._passed is not None and self._passed[0] == notification.uuid:
+            released = self._passed[1]
+        return Window(cap, seconds,
+                      self._assessment.domain_of(notification.hostname),
+                      released)
 
-    def _window(self) -> Hold | None:
-        cap, seconds = self.window()
-        # How long ago each start was, by the database's clock.
-        ages = self._store.recoveries_started_within(seconds)
-        if len(ages) < cap:
-            return None
+    def _window(self, notification: Notification) -> Hold | str:
+        window = self.window(notification)
+        # The starts within it, by the database's clock.
+        starts = self._store.recoveries_started_within(window.seconds)
+        if fits(starts, window):
+            if window.domain is not None:
+                return (f"its failure domain {window.domain} counts as "
+                        f"one start of the per-window cap")
+            return (f"{len(starts)} of {window.cap} host recoveries "
+                    f"started in the last {window.seconds:g} s")
         # The start that must leave the window before another may begin.
-        delay = seconds - ages[len(ages) - cap]
+        delay = window.seconds - starts[len(starts) - window.cap].age
         until = self._clock.now() + datetime.timedelta(seconds=delay)
-        cause = (f"waiting: {len(ages)} host recoveries started in the "
-                 f"last {seconds:g} s, the most "
+        cause = (f"waiting: {len(starts)} host recoveries started in the "
+                 f"last {window.seconds:g} s, the most "
                  f"max_host_recoveries_per_window allows")
         return Hold(f"{cause}; the next may start at {until:%H:%M:%S} UTC",
                     delay, cause)
 
-    def _brake(self, notification: Notification) -> Hold | None:
+    def _brake(self, notification: Notification) -> Hold | str:
         group = self._conf.safety
-        census = Census.take(self._nova, group.service_down_time)
+        census = self._take_census(group.service_down_time)
         computes = {s.host for s in census.computes}
         down = census.down_hosts()
         failed = down | (self._store.hosts_in_recovery() & computes)
         failed.add(notification.hostname)
-        share = 100 * len(failed) / max(len(computes), 1)
-        verdict = reason = None
+        assessment = assess(
+            failed, computes | {notification.hostname},
+            self._domains.of_hosts(),
+            max_percent=group.max_failed_hosts_percent,
+            max_domains=group.max_failed_domains, noun="compute services")
+        reason, verdict = assessment.reason, assessment.verdict
         if computes and down == computes:
             reason = "all_down"
             verdict = (f"every one of the {len(computes)} compute services "
                        f"looks down at once: recovery is more likely cut "
                        f"off from Nova's hosts, or Nova's control plane is "
                        f"failing, than looking at dead hosts")
-        elif share > group.max_failed_hosts_percent:
-            reason = "too_many_down"
-            verdict = (f"{len(failed)} of {len(computes)} compute services "
-                       f"are down or in recovery ({share:.0f}% > "
-                       f"max_failed_hosts_percent "
-                       f"{group.max_failed_hosts_percent}%)")
         for each in NOVA_BRAKE_REASONS:
             METRICS.brake.labels(each).set(each == reason)
+        looked = assessment if verdict is None else Assessment({})
+        self._tell_whole(looked)
+        self._assessment = looked
         if verdict is None:
+            if self._last_verdict is not None:
+                LOG.warning("Mass-failure brake released: %d of %d compute "
+                            "services are down or in recovery%s",
+                            len(failed), len(computes),
+                            _outside(assessment))
             self._last_verdict = None
-            return None
+            domain = assessment.domain_of(notification.hostname)
+            if domain is not None:
+                return (f"failure domain {domain} is down as a whole "
+                        f"({len(assessment.whole[domain])} hosts): one "
+                        f"event, out of the percentage brake")
+            return (f"{len(failed)} of {len(computes)} compute services "
+                    f"are down or in recovery{_outside(assessment)}")
         until = self._clock.now() + datetime.timedelta(
             seconds=group.recheck_interval)
         if verdict != self._last_verdict:
@@ -128,17 +182,46 @@ class Gates:
         return Hold(f"{cause}; looking again at {until:%H:%M:%S} UTC",
                     group.recheck_interval, cause)
 
+    def _take_census(self, down_after: float) -> Census:
+        now = self._clock.monotonic()
+        if self._census is None or now - self._census[0] >= CENSUS_REUSE:
+            self._census = (now, Census.take(self._nova, down_after))
+        return self._census[1]
 
-def silence_verdict(silent: int, probed: int,
-                    max_percent: float) -> str | None:
-    """The brake's rule for one engine's probes: when more than
-    ``max_percent`` of the ``probed`` hosts are ``silent`` at once (two at
-    least), the engine is more likely cut off from them than looking at
-    dead hosts. The verdict, or None."""
-    engaged = silent >= 2 and 100 * silent / probed > max_percent
-    METRICS.brake.labels("silent_probes").set(engaged)
-    if not engaged:
-        return None
-    return (f"{silent} of {probed} watched hosts are silent on its liveness "
-            f"probe at once ({100 * silent / probed:.0f}% > "
-            f"max_failed_hosts_percent {max_percent:g}%)")
+    def _tell_whole(self, assessment: Assessment) -> None:
+        """One line for each domain newly seen down as a whole, since the
+        last look."""
+        for name in sorted(set(assessment.whole)
+                           - set(self._assessment.whole)):
+            LOG.warning("Failure domain %s is down as a whole (%s): one "
+                        "event, recovered at full speed, out of the "
+                        "percentage brake and as one start of the "
+                        "per-window cap", name,
+                        ", ".join(sorted(assessment.whole[name])))
+
+
+def _outside(assessment: Assessment) -> str:
+    if not assessment.whole:
+        return ""
+    return (f", with failure domains down as a whole: "
+            f"{assessment.describe_whole()}")
+
+
+def silence_verdict(silent: Collection[str], probed: Collection[str],
+                    domain_of: Mapping[str, str],
+                    group: cfg.ConfigOpts) -> str | None:
+    """The brake's rule for one engine's probes, from ``group``
+    (``[safety]``): when more than ``max_failed_hosts_percent`` of the
+    ``probed`` hosts are ``silent`` at once (two at least), or more
+    failure domains than ``max_failed_domains`` are silent as a whole,
+    the engine is more likely cut off from them than looking at dead
+    hosts. A domain silent as a whole leaves the percentage. The
+    verdict, or None."""
+    verdict = assess(silent, probed, domain_of,
+                     max_percent=group.max_failed_hosts_percent,
+                     max_domains=group.max_failed_domains,
+                     noun="watched hosts",
+                     state="are silent on its liveness probe at once",
+                     at_least=2).verdict
+    METRICS.brake.labels("silent_probes").set(verdict is not None)
+    return verdict

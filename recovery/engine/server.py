@@ -2,6 +2,11 @@
 their signals and the order of shutdown, owned by one ``Server`` (as
 uvicorn's ``Server`` owns its app's).
 
+The API listens before the store opens: while a server database does
+not answer yet, ``/healthcheck`` and every request answer 503, so that
+monitors and health probes see an engine that is starting, not one that
+is gone.
+
 The order matters: what the engine runs uses the store, and so does what
 the API receives; the store closes only once both have stopped.
 """
@@ -23,10 +28,13 @@ from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.api import app
 from recovery.api import auth
+from recovery.api import health
+from recovery.api import starting
 from recovery.db.claims import this_process
 from recovery.db.store import Store
 from recovery.db.store import Unreachable
 from recovery.db.store import open_conf_store
+from recovery.domains import FailureDomains
 from recovery.engine import runner
 from recovery.engine.detector import Detector
 from recovery.engine.gates import Gates
@@ -75,22 +83,27 @@ class Server:
     """
 
     def __init__(self, conf: cfg.ConfigOpts, store: Store, engine: Engine,
-                 app: Any, notifier: Notifier, metrics: Any = None):
-        """``metrics``: the app of ``/metrics`` on its own address
-        (``[metrics] host`` and ``port``), if it has one."""
+                 app: Any, notifier: Notifier, metrics: Any = None,
+                 api: concurrency.WSGIServer | None = None):
+        """``app``: the API's, or None when ``[api] enabled`` is false.
+        ``metrics``: the app of ``/metrics`` on its own address
+        (``[metrics] host`` and ``port``), if it has one. ``api``: the
+        server already listening with ``app`` (``build``'s), if any."""
         self.conf = conf
         self.store = store
         self.engine = engine
         self.app = app
         self.metrics = metrics
         self.notifier = notifier
+        self._api = api
         self.port: int | None = None
         self._stop_signals = 0
 
     def run(self) -> None:
         """Serve until a stop signal, then stop in order: each part is
         stopped by the block that opened it, innermost first. Raises
-        ConfigError if the API cannot listen."""
+        ConfigError if the API cannot listen (when ``build`` has not
+        made it listen already)."""
         with self._signals():
             try:
                 self._serve()
@@ -98,22 +111,31 @@ class Server:
                 self.store.close()
 
     def _serve(self) -> None:
-        api = _listen(self.conf.api.host, self.conf.api.port, self.app)
-        self.port = api.port
+        api = self._api
+        if api is None and self.app is not None:
+            api = _listen(self.conf.api.host, self.conf.api.port, self.app)
         try:
             with self._metrics():
-                LOG.info("Listening on %s:%d (auth: %s); store open",
-                         self.conf.api.host, self.port,
-                         self.conf.api.auth_strategy)
+                if api is None:
+                    LOG.info("Store open; no API here ([api] enabled = "
+                             "false): notifications come through the "
+                             "shared database")
+                    ready = "store open, no API"
+                else:
+                    self.port = api.port
+                    LOG.info("Serving on %s:%d (auth: %s); store open",
+                             self.conf.api.host, self.port,
+                             self.conf.api.auth_strategy)
+                    ready = f"listening on {self.conf.api.host}:{self.port}"
                 # The loop's first turn follows at once; a scrape that
                 # comes first (the API answers on its own threads) sees
                 # it alive, not a loop that never turned.
                 METRICS.heartbeat.set_to_current_time()
-                self.notifier.ready(
-                    f"listening on {self.conf.api.host}:{self.port}")
+                self.notifier.ready(ready)
                 self.engine.serve()     # returns once drained after stop()
         finally:
-            self._stop_api(api)
+            if api is not None:
+                self._stop_api(api)
 
     @contextlib.contextmanager
     def _metrics(self) -> Iterator[None]:
@@ -190,7 +212,7 @@ def waiting_for_database(conf: cfg.ConfigOpts, notifier: Notifier
     def report(failed: Unreachable) -> None:
         of = f" of {failed.attempts}" if failed.attempts else ""
         LOG.warning("Waiting for the database, attempt %d%s: %s. Next "
-                    "attempt in %g s; the API listens once it answers",
+                    "attempt in %g s; the API answers 503 until then",
                     failed.attempt, of, failed.error, failed.delay)
         notifier.extend_timeout(
             failed.delay + ATTEMPT_MARGIN
@@ -201,35 +223,60 @@ def waiting_for_database(conf: cfg.ConfigOpts, notifier: Notifier
 
 
 def build(conf: cfg.ConfigOpts, notifier: Notifier) -> Server:
-    """Open the store (waiting for a server database that does not answer
-    yet) and check the Nova config; a config error stops here."""
+    """Check the config (a config error stops here), listen (unless
+    ``[api] enabled`` is false), then open the store, waiting for a
+    server database that does not answer yet: the API answers 503 until
+    it opens."""
     clock = concurrency.Clock()
-    store = open_conf_store(
-        conf, on_unreachable=waiting_for_database(conf, notifier),
-        clock=clock)
     # One session and one rate limit for every recovery. The intake check
-    # answers quickly, outside the queue.
+    # (the API's) answers quickly, outside the queue.
     means = runner.Means.load(conf, clock, "recovery-engine")
+    deferred = starting.Deferred(conf.database.retry_interval)
+    served, metrics = _apps(conf, health.route(deferred, conf))
+    api = None
+    if served is not None:
+        api = _listen(conf.api.host, conf.api.port, served)
+        LOG.info("Listening on %s:%d (auth: %s); opening the store",
+                 conf.api.host, api.port, conf.api.auth_strategy)
+    try:
+        store = open_conf_store(
+            conf, on_unreachable=waiting_for_database(conf, notifier),
+            clock=clock)
+    except BaseException:
+        if api is not None:
+            api.stop(0)
+        raise
     engine = engine_for(conf, store, means, heartbeat=Heartbeat(notifier))
-    checker = load_nova(conf, clock, timeout=conf.api.nova_check_timeout,
-                        retries=0, rate=0)
-    api = app.build(
-        store, checker.match_compute_host, clock,
-        max_body=conf.api.max_request_body_size,
-        duplicate_window=conf.api.duplicate_notification_detection_interval,
-        on_stored=engine.wake.set)
+    if conf.metrics.enabled:
+        METRICS.watch_store(store)
+        METRICS.in_flight.set_function(engine.in_flight)
+    if served is not None:
+        checker = load_nova(conf, clock, timeout=conf.api.nova_check_timeout,
+                            retries=0, rate=0)
+        deferred.serve(app.from_conf(conf, store, checker.match_compute_host,
+                                     clock, on_stored=engine.wake.set))
+    return Server(conf, store, engine, served, notifier, metrics=metrics,
+                  api=api)
+
+
+def _apps(conf: cfg.ConfigOpts, api: Any) -> tuple[Any, Any]:
+    """What the API's address serves, behind ``[api] auth_strategy`` (None
+    when ``[api] enabled`` is false), and the app of ``/metrics`` on its
+    own address (None: none, or on the API's)."""
+    served = auth.protect(api, conf) if conf.api.enabled else None
     if not conf.metrics.enabled:
-        return Server(conf, store, engine, auth.protect(api, conf), notifier)
-    METRICS.watch_store(store)
-    METRICS.in_flight.set_function(engine.in_flight)
+        return served, None
     if conf.metrics.host:
-        return Server(conf, store, engine, auth.protect(api, conf), notifier,
-                      metrics=auth.guard(METRICS.wsgi_app(), conf,
-                                         conf.metrics.host))
+        return served, auth.guard(
+            METRICS.wsgi_app(), conf, conf.metrics.host)
+    if served is None:
+        LOG.warning("No /metrics: [api] enabled is false and [metrics] "
+                    "host is not set; set it to serve /metrics on an "
+                    "address of its own")
+        return None, None
     public = frozenset({METRICS_PATH} if auth.is_loopback(conf.api.host)
                        else ())
-    return Server(conf, store, engine,
-                  auth.protect(_with_metrics(api), conf, public), notifier)
+    return auth.protect(_with_metrics(api), conf, public), None
 
 
 def engine_for(conf: cfg.ConfigOpts, store: Store, means: runner.Means,
@@ -239,11 +286,12 @@ def engine_for(conf: cfg.ConfigOpts, store: Store, means: runner.Means,
     the safety gates on ``means``' Nova, one lease keeper for all its
     runs, and each claimed notification run with ``means``."""
     clock = means.clock
+    domains = FailureDomains(conf, means.nova, clock)
     return Engine(
         conf, store, clock,
         detector=Detector(conf, store, means.nova, means.fencing, clock,
-                          name=this_process()),
-        gates=Gates(conf, store, means.nova, clock),
+                          name=this_process(), domains=domains),
+        gates=Gates(conf, store, means.nova, clock, domains),
         keeper=LeaseKeeper(store, clock, conf.engine.lease_seconds),
         attempt=lambda run: run.attempt(means), heartbeat=heartbeat)
 

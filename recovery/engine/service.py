@@ -7,8 +7,19 @@ on its own task; each run's ``LeaseKeeper`` renews its lease. Claims are
 compare-and-swap in the store, so a notification never runs twice, and
 one host never twice at once.
 
+Engines that share the database share the host failures too: an engine
+that runs its share of the host recoveries (those running under the live
+engines and those waiting, over the live engines, rounded up) leaves the
+next new host failure to the others, so a rack's hosts spread over the
+engines rather than go to the one the API woke first. One left unclaimed
+for ``[engine] balance_grace`` seconds goes to any engine with a free
+slot: an engine that died is live in the registry for a lease, and its
+share must not wait that long. Runs resumed from another engine, and
+instance and process failures, are never left.
+
 Each turn, the detector (``detector``, when ``[detector] enabled``) may
-store a host failure it saw; it is claimed like any other.
+store a host failure it saw; it is claimed like any other. On a task of
+its own, the failures tolerated are refreshed (``capacity``).
 
 Before a claim, the safety gates: while disarmed only runs already under
 way (abandoned by a crashed engine) are taken up; a new recovery waits
@@ -28,8 +39,10 @@ from recovery import concurrency
 from recovery import exception
 from recovery.db.claims import split_owner
 from recovery.db.claims import this_process
+from recovery.db.control import HostLoad
 from recovery.db.store import Store
 from recovery.engine import runner
+from recovery.engine.capacity import CapacityWatch
 from recovery.engine.detector import Detector
 from recovery.engine.gates import Gates
 from recovery.engine.lease import LeaseKeeper
@@ -54,9 +67,11 @@ class Engine:
     def __init__(self, conf: cfg.ConfigOpts, store: Store,
                  clock: concurrency.Clock, *, detector: Detector,
                  gates: Gates, keeper: LeaseKeeper, attempt: Attempter,
-                 heartbeat: Callable[[str], None] = lambda status: None):
+                 heartbeat: Callable[[str], None] = lambda status: None,
+                 capacity: CapacityWatch | None = None):
         """``keeper``: renews the lease of every run of this engine,
-        from ``serve`` until it returns."""
+        from ``serve`` until it returns. ``capacity``: refreshes the
+        failures tolerated (default: from the detector's Nova)."""
         self.conf = conf
         self.store = store
         self.clock = clock
@@ -64,21 +79,32 @@ class Engine:
         self._armed = True
         self.owner = this_process()
         self.detector = detector
+        self.capacity = capacity or CapacityWatch(
+            conf, store, detector.nova, clock, detector.name,
+            busy=self.in_flight)
         self.heartbeat = heartbeat
         self.wake = concurrency.Event()
         self._stopping = concurrency.Event()
         self._runs: dict[str, tuple[Notification, concurrency.Task]] = {}
         self._keeper = keeper
         self._attempt = attempt
+        # Why this engine may no longer run on its database, once it is.
+        self._refused: exception.SchemaMismatch | None = None
         self._next_report = 0.0
+        # What the last claim turn left to the other engines, if anything.
+        self._leaving: str | None = None
 
     # -- the loop ----------------------------------------------------------
     def serve(self) -> None:
-        """Run until ``stop()``; then let runs in flight drain."""
+        """Run until ``stop()``; then let runs in flight drain. Raises
+        SchemaMismatch, once drained, when a newer release contracted the
+        schema under this engine."""
         self._keeper.start()
         # The detector's probes, on their own cadence: idle unless the
         # detector gives them hosts.
         prober = concurrency.spawn(self.detector.prober.run, self._stopping)
+        # The failures tolerated, every [capacity] refresh_interval.
+        looker = concurrency.spawn(self.capacity.run, self._stopping)
         try:
             while not self._stopping.is_set():
                 # Cleared before looking: a wake-up during the look is
@@ -89,6 +115,13 @@ class Engine:
                 try:
                     self._report_alive()
                     self._claim()
+                except exception.SchemaMismatch as exc:
+                    # A newer release contracted the schema: nothing more
+                    # starts here; the runs in flight drain, then the
+                    # engine exits with the error.
+                    LOG.error("%s. Taking no new work, and stopping", exc)
+                    self._refused = exc
+                    self.stop()
                 except exception.StoreError as exc:
                     # Keep the loop (and the watchdog) alive, start
                     # nothing, and look again: it goes on once the
@@ -101,9 +134,12 @@ class Engine:
                 self.wake.wait(self._idle())
             self._drain()
             self._leave()
+            if self._refused is not None:
+                raise self._refused
         finally:
             self._stopping.set()
             prober.wait(IDLE_WAIT)
+            looker.wait(IDLE_WAIT)
             self._keeper.close()
 
     def _idle(self) -> float:
@@ -152,19 +188,39 @@ class Engine:
         if not self._runs:
             if not self._armed:
                 return "disarmed: no recovery starts"
+            if self._leaving:
+                return f"idle, {self._leaving}"
             return "idle, waiting for notifications"
         hosts = ", ".join(sorted(n.hostname for n, _ in self._runs.values()))
-        return f"recovering {len(self._runs)} host(s): {hosts}"
+        leaving = f"; {self._leaving}" if self._leaving else ""
+        return f"recovering {len(self._runs)} host(s): {hosts}{leaving}"
 
     def _claim(self) -> None:
         group = self.conf.engine
         resume_only = not self._check_armed()
+        self._leaving = None
+        # Read at the turn's first new host failure, then kept up to date
+        # with this engine's own claims (another engine's change who runs
+        # what, not the total that the share divides); read again only
+        # for a host failure stored since.
+        load: HostLoad | None = None
+        left: set[str] = set()
         while (len(self._runs) < group.max_concurrent_host_recoveries
                and not self._stopping.is_set()):
-            item = self.store.next_runnable(resume_only=resume_only)
+            item = self.store.next_runnable(resume_only=resume_only,
+                                            skip=left)
             if item is None:
                 return
             if item.status is not Status.RUNNING:
+                if item.kind is Kind.HOST_FAILURE and group.balance_grace:
+                    if load is None or item.hostname not in load.waiting:
+                        load = self.store.host_load(
+                            self.owner, live_within=group.lease_seconds)
+                    if self._leaves(item, load, group.balance_grace):
+                        # What waits behind it may still be this
+                        # engine's: an instance failure, a resume.
+                        left.add(item.uuid)
+                        continue
                 hold = self.gates.check(item)
                 if hold is not None:
                     self.store.hold(item, hold.message, hold.delay,
@@ -175,15 +231,41 @@ class Engine:
             sent_at = self.clock.monotonic()
             notification = self.store.take(
                 item, self.owner, group.lease_seconds,
-                window=self.gates.window())
+                window=self.gates.window(item))
             if notification is None:
                 continue
             LOG.info("Claimed notification %s: %s of host %s, attempt %d",
                      notification.uuid, notification.event,
                      notification.hostname, notification.attempts)
+            if load is not None and notification.kind is Kind.HOST_FAILURE:
+                load = load.took(self.owner, notification.hostname)
             run = self.claimed(notification, sent_at, group.lease_seconds)
             self._runs[notification.uuid] = (
                 notification, concurrency.spawn(self.run, run))
+
+    def _leaves(self, item: Notification, load: HostLoad,
+                grace: float) -> bool:
+        """Whether this engine leaves the host failure ``item`` to the
+        other live engines: it runs its share of the host recoveries
+        already, and ``item`` has not waited ``grace`` seconds yet. A
+        rack's hosts then spread over the engines instead of going to
+        the one the API woke first; past the grace, liveness beats
+        balance, and any engine with a free slot takes it (a dead
+        engine stays live in the registry for a lease)."""
+        mine = load.running.get(self.owner, 0)
+        if (mine < load.share
+                or load.waiting.get(item.hostname, 0.0) >= grace):
+            return False
+        if self._leaving is None:
+            # Once a turn.
+            self._leaving = (f"leaving {len(load.waiting)} waiting host "
+                             f"failure(s) to {len(load.live) - 1} other "
+                             f"engine(s)")
+            LOG.info("This engine runs %d host recoveries, its share of "
+                     "%d over %d live engines: %s, for up to %g s each",
+                     mine, load.total, len(load.live), self._leaving,
+                     grace)
+        return True
 
     def claimed(self, notification: Notification, taken_at: float,
                 seconds: float | None = None) -> runner.Run:

@@ -14,14 +14,22 @@ reserved hosts).
 
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
+from recovery.flows.host_failure import Plan
 from recovery.flows.host_failure import instances_announced
 from recovery.flows.host_failure import recover_host
 from recovery.flows.host_return import return_host
 from recovery.flows.instance_failure import restart_instance
 from recovery.flows.placement import for_host as placement_for_host
 from recovery.flows.process_failure import handle_process_event
+from recovery.flows.tolerance import Cloud
+from recovery.flows.tolerance import Group
+from recovery.flows.tolerance import Tolerance
+from recovery.flows.tolerance import failures_tolerated
+from recovery.flows.tolerance import if_each_failed
+from recovery.flows.tolerance import simulate
 from recovery.flows.watcher import EvacuationWatcher
 
-__all__ = ["Env", "EvacuationWatcher", "Settings", "handle_process_event",
-           "instances_announced", "placement_for_host", "recover_host",
-           "restart_instance", "return_host"]
+__all__ = ["Cloud", "Env", "EvacuationWatcher", "Group", "Plan", "Settings",
+           "Tolerance", "failures_tolerated", "handle_process_event",
+           "if_each_failed", "instances_announced", "placement_for_host",
+           "recover_host", "restart_instance", "return_host", "simulate"]

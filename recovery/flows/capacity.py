@@ -15,6 +15,7 @@ order, so the most important instances take the room first.
 
 import dataclasses
 import logging
+from collections.abc import Iterable
 from collections.abc import Sequence
 
 from recovery import exception
@@ -40,36 +41,112 @@ class Forecast:
     # Instance uuid -> the host it is predicted to go to; None: no room.
     destinations: dict[str, str | None]
     summary: str
+    # The instances predicted to find no room, in recovery order (those
+    # whose flavor is unknown are not predicted either way).
+    short: tuple[str, ...] = ()
+
+
+class Room:
+    """What each compute host has free, by Nova's host name, as one
+    prediction uses it up: the run's forecast, the failures tolerated and
+    the simulation take from it the same way (``predict``)."""
+
+    def __init__(self, free: dict[str, Need]):
+        self.free = free
+
+    @classmethod
+    def of(cls, services: Sequence[ComputeService],
+           room: dict[str, Need]) -> "Room":
+        """Placement's ``room`` (by resource provider) for each compute
+        host of ``services`` that has a provider."""
+        free = {}
+        for service in services:
+            if service.binary == "nova-compute":
+                found = _room_of(service.host, room)
+                if found is not None:
+                    free[service.host] = found
+        return cls(free)
+
+    def without(self, hosts: Iterable[str]) -> "Room":
+        """The room left once ``hosts`` have failed."""
+        gone = set(hosts)
+        return Room({h: n for h, n in self.free.items() if h not in gone})
+
+    def largest(self) -> Need | None:
+        return max(self.free.values(), key=lambda r: r.ram_mb, default=None)
+
+    def take(self, hosts: Sequence[str], need: Need,
+             pack: bool) -> str | None:
+        """Take ``need`` on one of ``hosts``: the first with room
+        (``pack``, a reserved host filled before the next) or the one
+        with the most memory free (the scheduler's spread); None when
+        none has room."""
+        free = self.free
+        best, most = None, None
+        for host in hosts:
+            left = free.get(host)
+            if left is None or not need.fits(left):
+                continue
+            if pack:
+                best = host
+                break
+            if most is None or (left.ram_mb, left.vcpus) > most:
+                best, most = host, (left.ram_mb, left.vcpus)
+        if best is not None:
+            free[best] = free[best] - need
+        return best
 
 
 def forecast(env: Env, failed_host: str,
              selected: Sequence[tuple[Server, InstanceResult]],
-             placement: Placement) -> Forecast | None:
+             placement: Placement,
+             services: Sequence[ComputeService]) -> Forecast | None:
     """Predict where ``selected`` (in recovery order) go; mark those with
     no room, and report it as the ``capacity-check`` step. None when
-    Nova or Placement cannot say (the run goes on)."""
+    Placement cannot say (the run goes on).
+
+    ``services``: Nova's, as the census that checked the host down saw
+    them (which hosts are up and enabled): moments before in the first
+    round, longer in a later one. A prediction, not a placement, needs no
+    newer view, and it saves asking again."""
     try:
         room = env.nova.free_room()
-        services = env.nova.list_services()
     except exception.RecoveryError as exc:
         LOG.warning("Capacity not checked before evacuating %s's "
                     "instances (%s); Nova's scheduler decides",
                     failed_host, exc)
         return None
+    predicted = predict(failed_host, selected, placement, services,
+                        Room.of(services, room))
+    if predicted.short:
+        LOG.warning("Capacity of the hosts left for %s: %s; going on in "
+                    "recovery order, Nova's scheduler decides",
+                    failed_host, predicted.summary)
+    env.recorder.step_changed(STEP, StepState.SUCCESS, predicted.summary,
+                              news=News(EventKind.CAPACITY))
+    return predicted
+
+
+def predict(failed_host: str,
+            selected: Sequence[tuple[Server, InstanceResult]],
+            placement: Placement, services: Sequence[ComputeService],
+            room: Room) -> Forecast:
+    """Where ``selected`` (in recovery order) go, taken from ``room``;
+    each one with no room gets a ``capacity_warning``. Nothing is asked
+    of Nova: the caller read ``room`` and ``services``."""
     destinations: dict[str, str | None] = {
         server.id: None for server, _ in selected}
+    largest = room.largest()
     for method in placement.methods:
         pack = method.name != AUTO
-        hosts = (_auto_hosts(services, failed_host) if not pack
+        hosts = (auto_hosts(services, failed_host) if not pack
                  else method.destinations())
-        free = {host: found for host in hosts
-                if (found := _room_of(host, room)) is not None}
         for server, _ in selected:
             if destinations[server.id] is None and server.need is not None:
-                destinations[server.id] = _take(free, server.need, pack)
+                destinations[server.id] = room.take(hosts, server.need,
+                                                    pack)
     short = [(server, result) for server, result in selected
              if destinations[server.id] is None and server.need is not None]
-    largest = max(room.values(), key=lambda r: r.ram_mb, default=None)
     for server, result in short:
         result.capacity_warning = (
             f"predicted no room: needs {server.need}; the most any host "
@@ -79,16 +156,11 @@ def forecast(env: Env, failed_host: str,
     if short:
         summary += ("; no room predicted for, in recovery order: "
                     + ", ".join(s.name or s.id for s, _ in short))
-        LOG.warning("Capacity of the hosts left for %s: %s; going on in "
-                    "recovery order, Nova's scheduler decides",
-                    failed_host, summary)
-    env.recorder.step_changed(STEP, StepState.SUCCESS, summary,
-                              news=News(EventKind.CAPACITY))
-    return Forecast(destinations, summary)
+    return Forecast(destinations, summary, tuple(s.id for s, _ in short))
 
 
-def _auto_hosts(services: list[ComputeService],
-                failed_host: str) -> list[str]:
+def auto_hosts(services: Sequence[ComputeService],
+               failed_host: str) -> list[str]:
     """The hosts the scheduler may choose: enabled and up, in the failed
     host's availability zone."""
     zone = next((s.zone for s in services if s.host == failed_host), None)
@@ -106,13 +178,3 @@ def _room_of(host: str, room: dict[str, Need]) -> Need | None:
     named = [name for name in room
              if hostnames.short(name) == hostnames.short(host)]
     return room[named[0]] if len(named) == 1 else None
-
-
-def _take(free: dict[str, Need], need: Need, pack: bool) -> str | None:
-    fitting = [host for host, left in free.items() if need.fits(left)]
-    if not fitting:
-        return None
-    host = fitting[0] if pack else max(
-        fitting, key=lambda h: (free[h].ram_mb, free[h].vcpus))
-    free[host] = free[host] - need
-    return host

@@ -2,7 +2,8 @@
 
 1. Make sure the host is really down: refuse if Nova still hears from it,
    unless a fencing driver powers it off (and verifies it is Off) first.
-   Then take it out of scheduling (force-down, then disable).
+   Then take it out of scheduling: force-down and disable, in one
+   request.
 2. List its instances after it is isolated, so nothing new lands between
    the listing and the disable; select them.
 3. Recover each selected instance on a pool of
@@ -74,6 +75,9 @@ class HostContext:
     heartbeat: datetime.datetime | None = None
     placement: Placement = dataclasses.field(default_factory=auto)
     service: ComputeService | None = None
+    # Every Nova service as the last census saw it: the capacity
+    # forecast reads the other hosts there instead of asking again.
+    services: tuple[ComputeService, ...] = ()
     forced_down_by_us: bool = False
     disabled_by_us: bool = False
     servers: list[Server] = dataclasses.field(default_factory=list)
@@ -104,6 +108,7 @@ class VerifyHostDown(base.Step[HostContext]):
     def execute(self, ctx: HostContext) -> str | None:
         census = self._census(ctx)
         ctx.service = census.compute(ctx.host)
+        ctx.services = census.services
         last = ctx.service.updated_at
         if ctx.heartbeat is not None and last and last > ctx.heartbeat:
             raise exception.HostAlive(
@@ -122,6 +127,7 @@ class VerifyHostDown(base.Step[HostContext]):
         def stale() -> bool:
             census = self._census(ctx)
             ctx.service = census.compute(ctx.host)
+            ctx.services = census.services
             if ctx.service.updated_at != first:
                 raise self._refusal(ctx, census)
             return not census.heartbeats(ctx.service)
@@ -203,7 +209,11 @@ class ProbeSilent(base.Step[HostContext]):
 
 class ForceDown(base.Step[HostContext]):
     """Force the service down, so Nova allows evacuation at once instead
-    of after service_down_time."""
+    of after service_down_time, and disable it in the same request (one
+    PUT instead of two): the disable that follows then has nothing left
+    to send. Nova saves both before it would ask the compute about the
+    disable, and skips that for a forced-down service, so the order
+    force-down first is kept within the one request."""
 
     name = "force-down"
     news = {StepState.REVERTED: News(
@@ -212,8 +222,14 @@ class ForceDown(base.Step[HostContext]):
     def execute(self, ctx: HostContext) -> None:
         nova, settings = ctx.env.nova, ctx.env.settings
         if not ctx.service.forced_down:
-            answer = nova.force_down(ctx.service, True)
+            disable = not ctx.service.is_disabled
+            answer = nova.isolate(
+                ctx.service, settings.disable_reason if disable else None)
             ctx.forced_down_by_us = True
+            ctx.disabled_by_us = disable
+            ctx.service = dataclasses.replace(
+                ctx.service, status=answer.status,
+                disabled_reason=answer.disabled_reason)
             if answer.is_down:
                 return
         wait_for(lambda: nova.get_compute_service(ctx.host).is_down,
@@ -227,8 +243,10 @@ class ForceDown(base.Step[HostContext]):
 
 
 class Disable(base.Step[HostContext]):
-    """Take the host out of scheduling, with a reason operators can read.
-    Force-down comes first: newer Nova may wait on the node for a disable."""
+    """Take the host out of scheduling, with a reason operators can read:
+    sent here only for a host someone else had forced down (force-down's
+    request disables the others). Force-down comes first: newer Nova may
+    wait on the node for a disable."""
 
     name = "disable"
     # The isolation is done: said once, for both steps.
@@ -244,6 +262,9 @@ class Disable(base.Step[HostContext]):
             ctx.env.nova.disable(ctx.service,
                                  ctx.env.settings.disable_reason)
             ctx.disabled_by_us = True
+            ctx.service = dataclasses.replace(
+                ctx.service, status="disabled",
+                disabled_reason=ctx.env.settings.disable_reason)
 
     def rollback(self, ctx: HostContext, exc: BaseException) -> None:
         if ctx.disabled_by_us:
@@ -339,7 +360,8 @@ def recover_host(env: Env, host: str, *, fencer: HostFence | None = None,
             env.recorder.step_changed(
                 ProbeSilent.name, StepState.SUCCESS,
                 f"dry run: would probe {liveness.describe(host)}")
-        _plan(ctx)
+        _plan(ctx, lambda selected: capacity.forecast(
+            ctx.env, ctx.host, selected, ctx.placement, ctx.services))
     else:
         _recover_instances(ctx, pool_factory(env.settings.threads))
     ctx.report.finished_at = env.clock.now()
@@ -419,13 +441,48 @@ def _number_phases(ctx: HostContext, results: list[InstanceResult]) -> None:
             result.priority_phase = ctx.phase_of[result.priority]
 
 
-def _plan(ctx: HostContext) -> None:
+@dataclasses.dataclass(frozen=True)
+class Plan:
+    """What a recovery of a host would do: the dry run's report, and
+    the forecast it was made with (None: Placement could not say)."""
+
+    report: HostReport
+    forecast: capacity.Forecast | None
+
+
+def plan_failure(env: Env, host: str, servers: Sequence[Server],
+                 services: Sequence[ComputeService], placement: Placement,
+                 room: capacity.Room) -> Plan:
+    """The dry run's plan for ``host`` failing now, from listings already
+    made (``servers`` on it, Nova's ``services``) and taking from
+    ``room``: the failures tolerated and the simulation ask it of hosts
+    that are up, for which a dry run would refuse. Asks Nova nothing."""
+    ctx = HostContext(env=env, host=host, fencer=None,
+                      report=HostReport(host, env.clock.now(),
+                                        dry_run=True),
+                      placement=placement, services=tuple(services),
+                      servers=list(servers))
+    found: list[capacity.Forecast] = []
+
+    def predict(selected: list[tuple[Server, InstanceResult]]
+                ) -> capacity.Forecast:
+        found.append(capacity.predict(host, selected, placement, services,
+                                      room))
+        return found[0]
+
+    _plan(ctx, predict)
+    ctx.report.finished_at = env.clock.now()
+    return Plan(ctx.report, found[0])
+
+
+def _plan(ctx: HostContext,
+          predict: Callable[[list[tuple[Server, InstanceResult]]],
+                            capacity.Forecast | None]) -> None:
     lock_reason = ctx.env.settings.lock_reason
     ctx.env.recorder.step_changed(RECOVER_INSTANCES, StepState.SUCCESS,
                                   f"dry run: {ctx.placement.describe()}")
     selected = _triage(ctx, ctx.servers)
-    predicted = capacity.forecast(ctx.env, ctx.host, selected,
-                                  ctx.placement)
+    predicted = predict(selected)
     # Phases are named when there is more than one.
     phases = {result.priority_phase for _, result in selected} - {None}
     for server, result in selected:
@@ -514,12 +571,18 @@ def _release_locks(ctx: HostContext) -> None:
     delivered after the unlock. One listing of the locked instances; a
     lock with any other reason is never lifted. An instance whose unlock
     failed is reported left locked only if the lock is still there and
-    cannot be lifted now either."""
+    cannot be lifted now either.
+
+    No listing when Nova's answers already settled it: every lock of the
+    run was answered and every unlock succeeded (the journal says so),
+    so none of recovery's locks can be left."""
     env, settings = ctx.env, ctx.env.settings
     results = {r.uuid: r for r in ctx.report.instances}
     uncertain = [r for r in results.values()
                  if r.lock_uncertain_at is not None]
     held = [r for r in results.values() if r.locked_by_us]
+    if not uncertain and not held:
+        return
     if uncertain:
         last = max(r.lock_uncertain_at for r in uncertain)
         remaining = env.late_request_left(last)
@@ -587,7 +650,8 @@ def _left_locked(ctx: HostContext, result: InstanceResult, why: str) -> None:
 def _recover_round(ctx: HostContext, servers: list[Server],
                    watch: Watch, pool: concurrency.TaskPool) -> None:
     selected = _triage(ctx, servers)
-    capacity.forecast(ctx.env, ctx.host, selected, ctx.placement)
+    capacity.forecast(ctx.env, ctx.host, selected, ctx.placement,
+                      ctx.services)
     recoveries = [InstanceRecovery(ctx.env, watch, server, result,
                                    ctx.placement)
                   for server, result in selected]

@@ -1,8 +1,10 @@
 """The instance-failure flow: restart an instance whose guest died.
 
 A VM notification names an instance whose guest crashed
-(LIFECYCLE/STOPPED_FAILED) or hit an I/O error (IO_ERROR/IO_ERROR_REPORT);
-the intake records every other event as ignored. Before anything in Nova
+(LIFECYCLE/STOPPED_FAILED), hit an I/O error (IO_ERROR/IO_ERROR_REPORT) or
+stopped answering its QEMU guest agent
+(QEMU_GUEST_AGENT_ERROR/STOPPED_FAILED); the intake records every other
+event as ignored. Before anything in Nova
 changes:
 
 1. The crash-loop brake: an instance this flow already restarted

@@ -3,11 +3,14 @@
 Every vm_state Nova can hold has a decision (``VM_STATE_DECISIONS``): a
 guest its owner wanted kept comes back on a live host in the closest state
 that makes sense; what Nova cannot move is skipped with a reason and a hint
-for the operator, never silently left.
+for the operator, never silently left. So is an instance Nova cannot
+evacuate in any state (a vTPM: ``recovery.evacuable.RULES``), before
+anything is tried.
 """
 
 import dataclasses
 
+from recovery import evacuable
 from recovery.flows.context import Settings
 from recovery.models import Server
 
@@ -133,6 +136,10 @@ def skip_reason(server: Server, settings: Settings) -> str | None:
         return (f"not HA-enabled (metadata {settings.ha_metadata_key} is "
                 f"not 'True') and [host_failure] evacuate_all_instances "
                 f"is false")
+    rule = evacuable.blocking(server)
+    if rule is not None:
+        return (f"Nova cannot evacuate it: {rule.reason}; to recover it: "
+                f"{rule.hint}")
     return None
 
 

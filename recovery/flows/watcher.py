@@ -1,8 +1,11 @@
 """One poll of Nova's evacuation migrations serves every instance in
-flight, from every host the engine is recovering."""
+flight, from every host the engine is recovering; it is made when the
+evacuations are expected to have ended, as the ones before them did."""
 
+import collections
 import contextlib
 import datetime
+import statistics
 from collections.abc import Iterator
 
 from recovery.concurrency import Clock
@@ -16,21 +19,41 @@ from recovery.nova import Nova
 # controller whose clock runs ahead of Nova's still sees every migration;
 # an older migration of the same instance is told apart by its lower id.
 CLOCK_SKEW_MARGIN = datetime.timedelta(hours=1)
+# Lock, evacuate and unlock are three requests an instance; a poll that
+# confirms two evacuations adds half of one: 3.5 in all, the budget.
+CONFIRMS_PER_POLL = 2
+# Never longer between two polls while anyone waits, whatever the
+# evacuations have taken: an evacuation that ends just after a poll is
+# confirmed this long after it ended, at most.
+MAX_GAP = 5.0
+# The duration expected is that of the last evacuations that ended.
+SAMPLES = 50
 
 
 class EvacuationWatcher:
     """The newest evacuation migration of each instance, for the whole
     engine (one per process): a rack of failed hosts costs one request
-    per interval, not one per host.
+    per poll, not one per host.
 
     Nova is polled only while a run follows it, and only when a caller
-    waits: each poll starts ``interval`` after the previous one started
-    (at once if that one took longer), so the cadence is the interval,
-    whatever a request costs. A caller that waits for a result sleeps
-    until the next poll is due, or until the poll in progress ends; the
-    caller that finds it due makes it, for everyone, through its own
-    run's Nova: a run whose lease is lost sends nothing more, not even
-    this read (the next caller polls instead).
+    waits, when the evacuations are expected to have ended rather than
+    at a fixed cadence. The duration expected is the median of the
+    evacuations that ended while the runs followed (accepted to done, by
+    Nova's own stamps, so how late a poll saw one does not lengthen it),
+    the poll interval until one has. The next poll is due when the
+    longest-waiting caller's evacuation is expected to end, but never
+    sooner after the previous poll started than the time in which
+    ``CONFIRMS_PER_POLL`` of the callers' evacuations are expected to end
+    (at most the duration, and at least the interval): one poll
+    confirms several, and an evacuation overdue is looked at again that
+    often. Never more than ``MAX_GAP`` apart either.
+
+    One caller keeps the time: it waits until the poll is due, and makes
+    it, for everyone, through its own run's Nova: a run whose lease is
+    lost sends nothing more, not even this read (the next caller keeps
+    the time instead). The others wait until a poll shows their
+    evacuation ended, or their timeout: no caller wakes for a poll that
+    does not concern it.
     """
 
     def __init__(self, clock: Clock):
@@ -43,7 +66,15 @@ class EvacuationWatcher:
         self._started = 0         # polls started
         self._completed = 0       # polls that answered
         self._polling: Event | None = None    # set when the poll ends
-        self._next_due = float("-inf")
+        self._last_poll = float("-inf")      # when the last one started
+        # The callers waiting for an evacuation to end, the longest
+        # waiting first; the one that keeps the time, and when it wakes.
+        self._waiters: dict[int, _Waiter] = {}
+        self._next_waiter = 0
+        self._keeper: int | None = None
+        self._keeper_wakes = float("inf")
+        self._durations: collections.deque[float] = collections.deque(
+            maxlen=SAMPLES)
 
     @contextlib.contextmanager
     def follow(self, nova: Nova, interval: float) -> Iterator["Watch"]:
@@ -63,7 +94,9 @@ class EvacuationWatcher:
             with self._lock:
                 del self._runs[key]
                 if not self._runs:
-                    self._latest.clear()     # nothing kept between runs
+                    # Nothing kept between runs.
+                    self._latest.clear()
+                    self._durations.clear()
 
     # -- for one run (through its Watch) --------------------------------
     def baseline(self, instance_uuid: str, poll: int,
@@ -76,26 +109,62 @@ class EvacuationWatcher:
     def ended(self, instance_uuid: str, floor: int, timeout: float,
               nova: Nova) -> Migration | None:
         """None when ``timeout`` seconds pass first."""
-        deadline = self._clock.monotonic() + timeout
-        while True:
-            nova.check()
+        now = self._clock.monotonic()
+        deadline = now + timeout
+        waiter = _Waiter(instance_uuid, floor, now)
+        with self._lock:
+            token = self._next_waiter
+            self._next_waiter += 1
+            self._waiters[token] = waiter
+            if self._keeper is not None and self._due() < self._keeper_wakes:
+                # The next poll moved earlier: the time keeper is told.
+                self._waiters[self._keeper].woken.set()
+        try:
+            while True:
+                nova.check()
+                with self._lock:
+                    waiter.woken.clear()
+                    migration = self._found(instance_uuid, floor,
+                                            final=True)
+                    if migration is not None:
+                        self._learn(migration)
+                        return migration
+                    now = self._clock.monotonic()
+                    if now >= deadline:
+                        return None
+                    if self._keeper is None:
+                        self._keeper = token
+                    event, wake, poll = waiter.woken, deadline, False
+                    if self._keeper == token and self._polling is not None:
+                        # A baseline's poll: the schedule is looked at
+                        # again once it has answered.
+                        event = self._polling
+                        self._keeper_wakes = float("-inf")
+                    elif self._keeper == token:
+                        due = self._due()
+                        poll = now >= due
+                        if poll:
+                            self._begin_poll()
+                        else:
+                            wake = self._keeper_wakes = min(due, deadline)
+                if poll:
+                    self._poll(nova)
+                else:
+                    self._clock.wait(event, wake - now)
+        finally:
             with self._lock:
-                migration = self._found(instance_uuid, floor, final=True)
-                if migration is not None:
-                    return migration
-                now = self._clock.monotonic()
-                if now >= deadline:
-                    return None
-                in_progress, next_due = self._polling, self._next_due
-                due = in_progress is None and now >= next_due
-                if due:
-                    self._begin_poll()
-            if due:
-                self._poll(nova)
-            elif in_progress is not None:
-                self._clock.wait(in_progress, deadline - now)
-            else:
-                self._clock.sleep(min(next_due, deadline) - now)
+                del self._waiters[token]
+                if self._keeper == token:
+                    self._keeper = None
+                    self._keeper_wakes = float("inf")
+                if self._keeper is None:
+                    # The next longest-waiting caller keeps the time. One
+                    # woken for it as it leaves (the poll that ended the
+                    # keeper's wait ended its own, or its timeout came)
+                    # passes it on here in turn, so none is left asleep.
+                    for other in self._waiters.values():
+                        other.woken.set()
+                        break
 
     def _wait_for_poll(self, number: int, nova: Nova) -> None:
         """Until poll ``number`` (counted from 1) has answered: polling
@@ -124,13 +193,32 @@ class EvacuationWatcher:
             return None
         return migration
 
+    # -- the schedule ------------------------------------------------------
+    def _learn(self, migration: Migration) -> None:
+        """Under the lock: one more evacuation that ended, once for each
+        caller that waited for it."""
+        if migration.duration is not None:
+            self._durations.append(migration.duration)
+
+    def _due(self) -> float:
+        """Under the lock, with someone waiting: when the next poll is
+        due (monotonic)."""
+        interval = min(i for _, i in self._runs.values())
+        expected = (statistics.median(self._durations) if self._durations
+                    else interval)
+        longest = next(iter(self._waiters.values()))
+        spread = CONFIRMS_PER_POLL * expected / len(self._waiters)
+        gap = max(interval, min(spread, expected, MAX_GAP))
+        due = max(longest.since + expected, self._last_poll + gap)
+        # However long the evacuations are expected to take.
+        return min(due, max(self._last_poll, longest.since) + MAX_GAP)
+
     # -- polling ---------------------------------------------------------
     def _begin_poll(self) -> None:
         """Under the lock: this caller polls; the others wait for it."""
         self._started += 1
         self._polling = Event()
-        interval = min(i for _, i in self._runs.values())
-        self._next_due = self._clock.monotonic() + interval
+        self._last_poll = self._clock.monotonic()
 
     def _poll(self, nova: Nova) -> None:
         with self._lock:
@@ -145,10 +233,26 @@ class EvacuationWatcher:
                     if known is None or migration.id >= known.id:
                         self._latest[migration.instance_uuid] = migration
                 self._completed = self._started
+                for waiter in self._waiters.values():
+                    if self._found(waiter.instance_uuid, waiter.floor,
+                                   final=True) is not None:
+                        waiter.woken.set()
         finally:
             with self._lock:
                 self._polling = None
             done.set()
+
+
+class _Waiter:
+    """A caller waiting for an instance's evacuation to end."""
+
+    __slots__ = ("instance_uuid", "floor", "since", "woken")
+
+    def __init__(self, instance_uuid: str, floor: int, since: float):
+        self.instance_uuid = instance_uuid
+        self.floor = floor
+        self.since = since          # monotonic: when it began waiting
+        self.woken = Event()
 
 
 class Watch:

@@ -111,6 +111,21 @@ class Cloud:
             raw = exc.read()
             return exc.code, json.loads(raw) if raw else None
 
+    def failure_domain(self, name: str, hosts: list[str]) -> None:
+        """An aggregate named ``name`` of ``hosts``, with the metadata
+        ``failure_domain=name``, made as an operator would, through the
+        compute API."""
+        status, body = self.api("POST", "/os-aggregates",
+                                {"aggregate": {"name": name}})
+        assert status == 200, (status, body)
+        ident = body["aggregate"]["id"]
+        actions = [{"set_metadata": {"metadata": {"failure_domain": name}}}]
+        actions += [{"add_host": {"host": host}} for host in hosts]
+        for action in actions:
+            status, body = self.api("POST", f"/os-aggregates/{ident}/action",
+                                    action)
+            assert status == 200, (action, status, body)
+
     def _get(self, path: str) -> Any:
         status, body = self.api("GET", path)
         assert status == 200, (path, status, body)

@@ -133,7 +133,27 @@ class Cloud:
             return (set(found) >= hosts and all(
                 found[h].status.value == "finished" for h in hosts)
                 and found)
-        return wait_until(done, timeout, f"{sorted(hosts)} finished")
+        try:
+            return wait_until(done, timeout, f"{sorted(hosts)} finished")
+        except TimeoutError as exc:
+            raise TimeoutError(f"{exc}\n{self.story()}") from None
+
+    def story(self) -> str:
+        """What the records say happened: each notification, every event,
+        and each engine's last warnings and errors (a failure's message)."""
+        lines = ["notifications:"] + [
+            f"  {n.hostname} {n.type} {n.status.value} attempts="
+            f"{n.attempts} owner={n.owner}: {n.message}"
+            for n in self.notifications()]
+        lines += ["events:"] + [
+            f"  {e.created_at:%H:%M:%S.%f} {e.actor} {e.subject} {e.kind} "
+            f"{e.message}" for e in self.events()]
+        for engine in self.engines:
+            tail = [line for line in self.log(engine).splitlines()
+                    if " WARNING " in line or " ERROR " in line][-40:]
+            lines += [f"{engine.owner}'s last warnings and errors:"] + [
+                f"  {line}" for line in tail]
+        return "\n".join(lines)
 
     def observe_quiet(self, seconds: float = OBSERVE) -> None:
         """Nothing happens for ``seconds`` (a bounded watch, failing as

@@ -36,6 +36,9 @@ from recovery.waiting import wait_for
 ROOT = Path(__file__).resolve().parents[2]
 START_TIMEOUT = 30.0
 STOP_TIMEOUT = 10.0
+# A port found free may be taken, by another process's outgoing
+# connection, before the emulator binds it: it then tries another.
+PORT_ATTEMPTS = 3
 
 
 class Bmc(Protocol):
@@ -81,13 +84,22 @@ def write_atomically(path: Path, text: str) -> None:
     os.replace(partial, path)
 
 
+class PortTaken(RuntimeError):
+    """The emulator's port was taken between its choice and the bind."""
+
+
 class EmulatorProcess:
-    """A BMC emulator subprocess: start, wait until ready, hang, stop."""
+    """A BMC emulator subprocess on a free port (``port``, of
+    ``port_kind``): start, wait until ready, hang, stop."""
+
+    port_kind = socket.SOCK_STREAM
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.log_path = self.workdir / "emulator.log"
+        self.port = 0
+        self._log_start = 0
         self._process: subprocess.Popen[bytes] | None = None
         self._stopped = False
 
@@ -107,8 +119,20 @@ class EmulatorProcess:
         self.stop()
 
     def start(self) -> None:
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            self.port = free_port(self.port_kind)
+            try:
+                self._launch()
+                return
+            except PortTaken:
+                if attempt == PORT_ATTEMPTS:
+                    raise
+
+    def _launch(self) -> None:
         env = dict(os.environ, PYTHONPATH=os.pathsep.join(
             filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])))
+        self._log_start = (self.log_path.stat().st_size
+                           if self.log_path.exists() else 0)
         with open(self.log_path, "ab") as log:
             self._process = subprocess.Popen(
                 [sys.executable, *self._command()], stdout=log,
@@ -125,7 +149,10 @@ class EmulatorProcess:
     def _check_started(self) -> bool:
         assert self._process is not None
         if self._process.poll() is not None:
-            raise RuntimeError(
+            with open(self.log_path, "rb") as log:
+                log.seek(self._log_start)
+                taken = b"Address already in use" in log.read()
+            raise (PortTaken if taken else RuntimeError)(
                 f"{type(self).__name__} exited with {self._process.returncode}"
                 f":\n{self.log_tail()}")
         return self._ready()

@@ -11,7 +11,6 @@ import time
 from pathlib import Path
 
 from tests.bmc import EmulatorProcess
-from tests.bmc import free_port
 from tests.bmc import write_atomically
 
 
@@ -26,6 +25,7 @@ class IpmiBmc(EmulatorProcess):
 
     driver = "ipmi"
     address = "127.0.0.1"
+    port_kind = socket.SOCK_DGRAM
 
     def __init__(self, workdir: Path, *, username: str = "admin",
                  password: str | None = None, lag: float = 0.5) -> None:
@@ -33,7 +33,6 @@ class IpmiBmc(EmulatorProcess):
         self.username = username
         self.password = password or secrets.token_urlsafe(12)
         self.lag = lag
-        self.port = 0
         self._state = self.workdir / "state.json"
         self._control = self.workdir / "control.json"
         self._settings = {"password": self.password,
@@ -77,7 +76,6 @@ class IpmiBmc(EmulatorProcess):
     # -- process --------------------------------------------------------------
     def start(self) -> None:
         self._state.unlink(missing_ok=True)
-        self.port = free_port(socket.SOCK_DGRAM)
         super().start()
 
     def _command(self) -> list[str]:

@@ -33,7 +33,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from tests.bmc import EmulatorProcess
-from tests.bmc import free_port
 from tests.bmc import write_atomically
 
 
@@ -55,7 +54,6 @@ class RedfishBmc(EmulatorProcess):
         self.username = username
         self.password = password or secrets.token_urlsafe(12)
         self.uuid = str(uuid.uuid4())
-        self.port = 0
         self._initial_power = power_state
         self._fast = fast
         self.tls = tls
@@ -134,7 +132,6 @@ class RedfishBmc(EmulatorProcess):
                     f"SUSHY_EMULATOR_SSL_CERT = {str(self.cert_path)!r}\n"
                     f"SUSHY_EMULATOR_SSL_KEY = {str(self._key_path)!r}\n")
         self._config = config
-        self.port = free_port()
         super().start()
 
     def _command(self) -> list[str]:

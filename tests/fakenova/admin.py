@@ -246,14 +246,34 @@ def get_aggregate(state: State, ctx: RequestContext, ident: str,
     return aggregate
 
 
+def create_aggregate(state: State, ctx: RequestContext,
+                     body: Any) -> Aggregate:
+    if not ctx.is_admin:
+        raise errors.policy_denied("os_compute_api:os-aggregates:create")
+    args = body.get("aggregate") if isinstance(body, dict) else None
+    name = args.get("name") if isinstance(args, dict) else None
+    if not isinstance(name, str) or not name.strip():
+        raise errors.bad_request(
+            f"Invalid input for field/attribute aggregate. Value: {args}.")
+    if any(a.name == name for a in state.aggregates.values()):
+        raise errors.conflict(f"Aggregate {name} already exists.")
+    ident = state.add_aggregate(name, [], args.get("availability_zone"),
+                                {})
+    return state.aggregates[ident]
+
+
 def aggregate_action(state: State, ctx: RequestContext, ident: str,
                      body: Any) -> Aggregate:
     if not isinstance(body, dict) or len(body) != 1:
         raise errors.bad_request("Malformed request body")
     action, args = next(iter(body.items()))
-    if action not in ("add_host", "remove_host"):
+    if action not in ("add_host", "remove_host", "set_metadata"):
         raise errors.bad_request(f"There is no such action: {action}")
     aggregate = get_aggregate(state, ctx, ident, action)
+    if action == "set_metadata":
+        _set_metadata(aggregate, args)
+        aggregate.updated_at = utcnow()
+        return aggregate
     host = args.get("host") if isinstance(args, dict) else None
     if not isinstance(host, str) or not host:
         raise errors.bad_request(
@@ -273,6 +293,22 @@ def _add_host(state: State, aggregate: Aggregate, host: str) -> None:
         raise errors.conflict(
             f"Aggregate {aggregate.id} already has host {host}.")
     aggregate.hosts.append(host)
+
+
+def _set_metadata(aggregate: Aggregate, args: Any) -> None:
+    """Nova's set_metadata: a key set to None is removed."""
+    metadata = args.get("metadata") if isinstance(args, dict) else None
+    if not isinstance(metadata, dict):
+        raise errors.bad_request(
+            f"Invalid input for field/attribute set_metadata. Value: "
+            f"{args}.")
+    for key, value in metadata.items():
+        if key == "availability_zone":
+            aggregate.availability_zone = value
+        elif value is None:
+            aggregate.metadata.pop(key, None)
+        else:
+            aggregate.metadata[key] = str(value)
 
 
 def _remove_host(aggregate: Aggregate, host: str) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from tests.fakenova import errors
+from tests.fakenova import glance
 from tests.fakenova import handlers
 from tests.fakenova import placement
 from tests.fakenova import views
@@ -150,6 +151,9 @@ class NovaApp:
         if req.path.startswith(placement.PREFIX):
             status, body = placement.respond(self.state, req.method,
                                              req.path, req.query)
+            return status, body, []
+        if req.path.startswith(glance.PREFIX + "/"):
+            status, body = glance.respond(self.state, req.method, req.path)
             return status, body, []
         if not req.path.startswith("/v2.1"):
             return 404, errors.not_found(

@@ -198,6 +198,10 @@ def evacuate(state: State, ctx: RequestContext, server: Server,
     # nova 34: check_instance_state(task_state=None), so a task stuck on
     # the dead host does not block the evacuation.
     check_state(server, "evacuate", EVACUABLE_VM_STATES, task_states=None)
+    if server.has_vtpm:
+        # nova/compute/api.py: @reject_vtpm_instances on evacuate.
+        raise errors.conflict("Operation 'evacuate' not supported for "
+                              "vTPM-enabled instance.")
     source = state.computes.get(server.host)
     if source is not None and source.up:
         raise errors.bad_request(

@@ -258,6 +258,12 @@ def aggregate_show(state: State, ctx: RequestContext, req: Request,
     return 200, {"aggregate": views.aggregate_view(ctx, aggregate)}
 
 
+def aggregate_create(state: State, ctx: RequestContext,
+                     req: Request) -> Result:
+    aggregate = admin.create_aggregate(state, ctx, req.body)
+    return 200, {"aggregate": views.aggregate_view(ctx, aggregate)}
+
+
 def aggregate_action(state: State, ctx: RequestContext, req: Request,
                      aggregate_id: str) -> Result:
     aggregate = admin.aggregate_action(state, ctx, aggregate_id, req.body)
@@ -280,6 +286,7 @@ ROUTES: list[tuple[str, re.Pattern[str], Callable[..., Result]]] = [
      services_update),
     ("GET", re.compile(r"^/os-migrations$"), migrations_index),
     ("GET", re.compile(r"^/os-aggregates$"), aggregates_index),
+    ("POST", re.compile(r"^/os-aggregates$"), aggregate_create),
     ("GET", re.compile(r"^/os-aggregates/" + _ID.format("aggregate_id")
                        + "$"), aggregate_show),
     ("POST", re.compile(r"^/os-aggregates/" + _ID.format("aggregate_id")

@@ -9,6 +9,7 @@ Only what recovery reads: ``GET /resource_providers`` and ``GET
 
 from __future__ import annotations
 
+import collections
 from typing import Any
 
 from tests.fakenova.state import FINAL_MIGRATION_STATUSES
@@ -41,12 +42,13 @@ def respond(state: State, method: str, path: str,
 def _candidates(state: State, query: dict[str, str]) -> dict[str, Any]:
     wanted = dict(part.split(":") for part in
                   query.get("resources", "").split(",") if part)
+    held = _held(state)
     summaries = {}
     for service in state.computes.values():
-        held = _held(state, service.host)
         capacity = (UNLIMITED if service.capacity is None
                     else service.capacity)
-        resources = {rc: {"capacity": capacity * size, "used": held * size}
+        resources = {rc: {"capacity": capacity * size,
+                          "used": held[service.host] * size}
                      for rc, size in CLASSES.items()}
         if all(resources[rc]["capacity"] - resources[rc]["used"]
                >= int(amount) for rc, amount in wanted.items()):
@@ -54,10 +56,14 @@ def _candidates(state: State, query: dict[str, str]) -> dict[str, Any]:
     return {"allocation_requests": [], "provider_summaries": summaries}
 
 
-def _held(state: State, host: str) -> int:
-    return (sum(1 for s in state.servers.values() if s.host == host)
-            + sum(1 for m in state.migrations if m.dest_compute == host
-                  and m.status not in FINAL_MIGRATION_STATUSES))
+def _held(state: State) -> collections.Counter[str]:
+    """The instances each host holds, moves to it included: one pass
+    over the servers, whatever the number of hosts."""
+    held = collections.Counter(s.host for s in state.servers.values())
+    held.update(m.dest_compute for m in state.migrations
+                if m.dest_compute is not None
+                and m.status not in FINAL_MIGRATION_STATUSES)
+    return held
 
 
 def endpoint_for(compute_endpoint: str) -> str:

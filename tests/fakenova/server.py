@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import copy
+import http.server
 import re
 import socketserver
 import threading
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 from wsgiref import simple_server
 
 from tests.fakenova import views
 from tests.fakenova.app import NovaApp
+from tests.fakenova.state import IMAGE_ID
 from tests.fakenova.state import Injection
 from tests.fakenova.state import State
 
@@ -32,7 +35,43 @@ class _ThreadingWSGIServer(socketserver.ThreadingMixIn,
         """Clients that gave up (timeouts) are not an error here."""
 
 
+class _KeepAliveServerHandler(simple_server.ServerHandler):
+    # Answers as HTTP/1.1, so the client keeps the connection.
+    http_version = "1.1"
+
+
 class _QuietHandler(simple_server.WSGIRequestHandler):
+    """Serves requests on a connection until the client closes it, as a
+    real Nova API does (HTTP/1.1 keep-alive): wsgiref's handler serves one
+    and closes, which would make every request of a client a new TCP
+    connection, and its cost the client's. Every answer has its
+    Content-Length (``NovaApp``), so the next request can follow.
+
+    An answer is written whole, in one send: written line by line on a
+    connection that stays open, its parts would wait on the client's
+    delayed acknowledgements (Nagle), 40 ms each."""
+
+    protocol_version = "HTTP/1.1"
+    wbufsize = -1
+
+    def handle(self) -> None:
+        http.server.BaseHTTPRequestHandler.handle(self)
+
+    def handle_one_request(self) -> None:
+        """wsgiref's ``handle``, as one request of the connection's loop."""
+        self.raw_requestline = self.rfile.readline(65537)
+        if not self.raw_requestline or len(self.raw_requestline) > 65536:
+            self.close_connection = True
+            return
+        if not self.parse_request():
+            self.wfile.flush()
+            return
+        handler = _KeepAliveServerHandler(
+            self.rfile, self.wfile, self.get_stderr(), self.get_environ(),
+            multithread=False)
+        handler.request_handler = self
+        handler.run(self.server.get_app())
+
     def log_message(self, format: str, *args: Any) -> None:
         """No access log on stderr."""
 
@@ -142,14 +181,36 @@ class FakeNova:
                    user_id: str = "demo-user",
                    metadata: dict[str, str] | None = None,
                    locked_by: str | None = None,
-                   locked_reason: str | None = None) -> str:
+                   locked_reason: str | None = None,
+                   extra_specs: dict[str, str] | None = None,
+                   image_id: str = IMAGE_ID) -> str:
+        """``extra_specs``: its flavor's (hw:tpm_version: a vTPM, which
+        Nova refuses to evacuate); ``image_id``: one of ``add_image``'s,
+        whose properties Nova keeps from now on (hw_tpm_version: a vTPM
+        too)."""
         return self._state.add_server(name, host, vm_state, task_state,
                                       project_id, user_id, metadata,
-                                      locked_by, locked_reason)
+                                      locked_by, locked_reason,
+                                      extra_specs, image_id)
+
+    def add_image(self, properties: dict[str, str]) -> str:
+        """An image in Glance, with ``properties``; its id."""
+        image_id = str(uuid.uuid4())
+        with self._state.lock:
+            self._state.images[image_id] = dict(properties)
+        return image_id
+
+    def delete_image(self, image_id: str) -> None:
+        """Gone from Glance; instances booted from it keep its
+        properties, as Nova saved them."""
+        with self._state.lock:
+            del self._state.images[image_id]
 
     def add_aggregate(self, name: str, hosts: list[str],
-                      availability_zone: str | None = None) -> int:
-        return self._state.add_aggregate(name, hosts, availability_zone)
+                      availability_zone: str | None = None,
+                      metadata: dict[str, str] | None = None) -> int:
+        return self._state.add_aggregate(name, hosts, availability_zone,
+                                         metadata or {})
 
     def set_capacity(self, host: str, capacity: int | None) -> None:
         """How many instances the host holds before NoValidHost."""

@@ -23,6 +23,9 @@ POWER_FOR_VM_STATE = {"active": RUNNING, "stopped": SHUTDOWN,
 # migration statuses after which nothing happens any more
 FINAL_MIGRATION_STATUSES = ("done", "completed", "failed", "error")
 
+# The image every instance boots from unless told otherwise.
+IMAGE_ID = "70a599e0-31e7-49b7-b260-868f441e862b"
+
 
 def utcnow() -> datetime.datetime:
     """Naive UTC, the way Nova stores timestamps."""
@@ -55,6 +58,19 @@ class Server:
     fault: dict[str, Any] | None = None
     evacuation_outcome: str | None = None
     evacuation: Any = None      # the evacuation in flight, if any
+    # Its flavor's extra specs (hw:tpm_version: a vTPM, never evacuated).
+    extra_specs: dict[str, str] = dataclasses.field(default_factory=dict)
+    # The image it booted from, and that image's properties as Nova saved
+    # them at boot (hw_tpm_version: a vTPM too).
+    image_id: str = IMAGE_ID
+    image_properties: dict[str, str] = dataclasses.field(
+        default_factory=dict)
+
+    @property
+    def has_vtpm(self) -> bool:
+        # As Nova's get_vtpm_constraint: the version asks for one.
+        return ("hw:tpm_version" in self.extra_specs
+                or "hw_tpm_version" in self.image_properties)
 
     @property
     def locked(self) -> bool:
@@ -147,6 +163,8 @@ class Aggregate:
     hosts: list[str]
     created_at: datetime.datetime
     updated_at: datetime.datetime | None = None
+    # Its metadata other than the availability zone.
+    metadata: dict[str, str] = dataclasses.field(default_factory=dict)
 
 
 @dataclasses.dataclass
@@ -197,6 +215,8 @@ class State:
         self.other_services: list[Service] = []
         self.migrations: list[Migration] = []
         self.aggregates: dict[int, Aggregate] = {}
+        # Glance's images, by id: their properties.
+        self.images: dict[str, dict[str, str]] = {IMAGE_ID: {}}
         self.evacuate_calls: list[dict[str, Any]] = []
         self.requests: list[dict[str, Any]] = []
         self.lock_events: list[dict[str, Any]] = []
@@ -294,7 +314,9 @@ class State:
                    task_state: str | None, project_id: str, user_id: str,
                    metadata: dict[str, str] | None,
                    locked_by: str | None,
-                   locked_reason: str | None) -> str:
+                   locked_reason: str | None,
+                   extra_specs: dict[str, str] | None = None,
+                   image_id: str = IMAGE_ID) -> str:
         if vm_state not in POWER_FOR_VM_STATE:
             raise ValueError(f"unsupported vm_state {vm_state!r}")
         if locked_by not in (None, "owner", "admin"):
@@ -308,12 +330,15 @@ class State:
                 vm_state, task_state, POWER_FOR_VM_STATE[vm_state],
                 dict(metadata or {}), locked_by,
                 locked_reason if locked_by else None, self.next_id(),
-                now, now, node=node_name(host))
+                now, now, node=node_name(host),
+                extra_specs=dict(extra_specs or {}), image_id=image_id,
+                image_properties=dict(self.images[image_id]))
             self.servers[server.uuid] = server
             return server.uuid
 
     def add_aggregate(self, name: str, hosts: list[str],
-                      availability_zone: str | None) -> int:
+                      availability_zone: str | None,
+                      metadata: dict[str, str]) -> int:
         with self.lock:
             for host in hosts:
                 if host not in self.computes:
@@ -321,7 +346,7 @@ class State:
             ident = self.next_id()
             self.aggregates[ident] = Aggregate(
                 ident, str(uuid.uuid4()), name, availability_zone,
-                list(hosts), utcnow())
+                list(hosts), utcnow(), metadata=dict(metadata))
             return ident
 
     # -- lookups and small updates --------------------------------------

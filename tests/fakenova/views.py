@@ -13,7 +13,6 @@ from tests.fakenova.state import Server
 from tests.fakenova.state import Service
 from tests.fakenova.state import State
 
-IMAGE_ID = "70a599e0-31e7-49b7-b260-868f441e862b"
 FLAVOR = {"id": "1", "name": "m1.tiny", "vcpus": 1, "ram": 512, "disk": 1}
 # nova/api/openstack/common.py _STATE_MAP (the states modelled here)
 _STATUS_MAP: dict[str, dict[str | None, str]] = {
@@ -66,11 +65,13 @@ def host_status(state: State, server: Server) -> str:
     return "UP" if service.up else "UNKNOWN"
 
 
-def _flavor(ctx: RequestContext, root: str) -> dict[str, Any]:
+def _flavor(ctx: RequestContext, root: str,
+            server: Server) -> dict[str, Any]:
     if ctx.at_least("2.47"):
         return {"vcpus": FLAVOR["vcpus"], "ram": FLAVOR["ram"],
                 "disk": FLAVOR["disk"], "ephemeral": 0, "swap": 0,
-                "original_name": FLAVOR["name"], "extra_specs": {}}
+                "original_name": FLAVOR["name"],
+                "extra_specs": dict(server.extra_specs)}
     href = f"{root}/flavors/{FLAVOR['id']}"
     return {"id": FLAVOR["id"], "links": [{"rel": "bookmark",
                                            "href": href}]}
@@ -90,9 +91,10 @@ def server_detail(state: State, ctx: RequestContext, server: Server,
         "status": server_status(server),
         "tenant_id": server.project_id, "user_id": server.user_id,
         "metadata": dict(server.metadata), "hostId": host_id,
-        "image": {"id": IMAGE_ID, "links": [
-            {"rel": "bookmark", "href": f"{root}/images/{IMAGE_ID}"}]},
-        "flavor": _flavor(ctx, root),
+        "image": {"id": server.image_id, "links": [
+            {"rel": "bookmark",
+             "href": f"{root}/images/{server.image_id}"}]},
+        "flavor": _flavor(ctx, root, server),
         "created": iso_z(server.created_at),
         "updated": iso_z(server.updated_at),
         "addresses": {}, "accessIPv4": "", "accessIPv6": "",
@@ -210,7 +212,7 @@ def migration_view(ctx: RequestContext,
 
 def aggregate_view(ctx: RequestContext,
                    aggregate: Aggregate) -> dict[str, Any]:
-    metadata = {}
+    metadata = dict(aggregate.metadata)
     if aggregate.availability_zone:
         metadata["availability_zone"] = aggregate.availability_zone
     view: dict[str, Any] = {

@@ -37,8 +37,9 @@ class EngineProcess:
                  extra: str = "", poll_interval: float = 0.05,
                  database: str | None = None, lease_seconds: float = 30,
                  netns: str | None = None,
-                 env: dict[str, str] | None = None):
-        """``netns``: run it in that network namespace (tests.netlab),
+                 env: dict[str, str] | None = None, api: bool = True):
+        """``api``: whether it serves its own API (``[api] enabled``).
+        ``netns``: run it in that network namespace (tests.netlab),
         with ``nova_endpoint`` and ``database`` as reached from there.
         Its API is then reachable only from inside it. ``env``: variables
         set for the process on top of the test's environment (e.g.
@@ -49,6 +50,7 @@ class EngineProcess:
         self.poll_interval = poll_interval
         self.database = database or f"sqlite:///{workdir}/r.sqlite"
         self.lease_seconds = lease_seconds
+        self.api = api
         self.config = workdir / "recovery.conf"
         self.log = workdir / "engine.log"
         self.write_config(nova_endpoint, threads, extra)
@@ -75,7 +77,8 @@ class EngineProcess:
             # Nova at most 1 s past its timeout.
             f"late_request_margin = 1\n\n"
             f"[database]\nconnection = {self.database}\n\n"
-            f"[api]\nauth_strategy = noauth\nport = 0\n\n"
+            f"[api]\nauth_strategy = noauth\nport = 0\n"
+            f"enabled = {self.api}\n\n"
             f"[engine]\nretry_backoff = 0.2\n"
             f"lease_seconds = {self.lease_seconds:g}\n"
             f"graceful_shutdown_timeout = 20\n{extra}")
@@ -101,10 +104,12 @@ class EngineProcess:
             self.wait_ready(ready_timeout)
 
     def wait_ready(self, timeout: float = 30.0) -> dict[str, str]:
-        """READY=1, once the engine sends it; its API port is then known."""
+        """READY=1, once the engine sends it; its API port (if it serves
+        one) is then known."""
         ready = self.wait_message(lambda m: m.get("READY") == "1",
                                   timeout=timeout, what="READY=1")
-        self.port = int(ready["STATUS"].rsplit(":", 1)[1])
+        if self.api:
+            self.port = int(ready["STATUS"].rsplit(":", 1)[1])
         return ready
 
     @property

@@ -44,6 +44,9 @@ TOKEN = "s3cret-static-token-0123456789abcdef"
 STOPPED = {"event": "STOPPED", "host_status": "NORMAL",
            "cluster_status": "OFFLINE"}
 VM_UUID = "6f1d7a3e-9a9c-4a55-8f0e-0a1c2b3d4e5f"
+# Project ids as Keystone issues them: 32 hex digits.
+PROJECT = "8c1a3e5b7d9f4a6c2e0b1d3f5a7c9e1b"
+OTHER_PROJECT = "0d2f4b6a8c0e4f1a9b3d5c7e9f1a3b5d"
 
 
 # -- serving -----------------------------------------------------------------
@@ -245,11 +248,32 @@ def test_started_is_queued_for_the_host_return(api):
     assert api.woken == [None]
 
 
+@pytest.mark.parametrize("payload", [
+    {"event": "STARTED"},
+    {"event": "STARTED", "host_status": "UNKNOWN",
+     "cluster_status": "ONLINE"},
+])
+def test_started_without_a_normal_host_status_is_ignored(api, payload):
+    """As in Masakari: the monitor does not vouch for the host."""
+    reply = api.post(notification(payload=payload))
+    assert reply.status == 202, reply.text
+    body = reply.json["notification"]
+    assert body["status"] == "ignored"
+    assert "did not confirm the host is back" in body["message"]
+    assert "recovery host-return" in body["message"]
+    assert api.store.get(body["notification_uuid"]).kind is (
+        Kind.HOST_RETURN)
+    assert api.woken == []
+
+
 @pytest.mark.parametrize("type,payload", [
     ("VM", {"instance_uuid": VM_UUID, "vir_domain_event": "STOPPED_FAILED",
             "event": "LIFECYCLE"}),
     ("VM", {"instance_uuid": VM_UUID, "vir_domain_event": "IO_ERROR_REPORT",
             "event": "IO_ERROR"}),
+    # The introspective instance monitor's: the guest agent is gone.
+    ("VM", {"instance_uuid": VM_UUID, "vir_domain_event": "STOPPED_FAILED",
+            "event": "QEMU_GUEST_AGENT_ERROR"}),
     ("PROCESS", {"process_name": "nova-compute", "event": "STOPPED"}),
     ("PROCESS", {"process_name": "nova-compute", "event": "STARTED"}),
 ])
@@ -264,6 +288,11 @@ def test_instance_and_process_failures_are_queued(api, type, payload):
 @pytest.mark.parametrize("type,payload,why", [
     ("VM", {"instance_uuid": VM_UUID, "vir_domain_event": "STOPPED_SHUTDOWN",
             "event": "LIFECYCLE"}, "LIFECYCLE/STOPPED_SHUTDOWN"),
+    # Masakari matches the pair exactly, and so does this.
+    ("VM", {"instance_uuid": VM_UUID, "vir_domain_event": "STOPPED_FAILED",
+            "event": "lifecycle"}, "lifecycle/STOPPED_FAILED"),
+    ("VM", {"instance_uuid": VM_UUID, "vir_domain_event": "STOPPED_FAILED",
+            "event": "QEMU_GUEST_AGENT"}, "QEMU_GUEST_AGENT/STOPPED_FAILED"),
     ("PROCESS", {"process_name": "libvirtd", "event": "STOPPED"},
      "libvirtd is not nova-compute"),
 ])
@@ -336,6 +365,18 @@ def _without(key: str) -> dict[str, Any]:
      "instance_uuid"),
     (notification(type="PROCESS", payload={"event": "STOPPED"}),
      "process_name"),
+    # Masakari's limit on every payload value, its process name's too.
+    (notification(type="PROCESS", payload={"process_name": "p" * 256,
+                                           "event": "STOPPED"}),
+     "process_name"),
+    (notification(type="VM", payload={"instance_uuid": VM_UUID,
+                                      "vir_domain_event": "",
+                                      "event": "LIFECYCLE"}),
+     "vir_domain_event"),
+    (notification(type="VM", payload={"instance_uuid": VM_UUID,
+                                      "vir_domain_event": "STOPPED_FAILED",
+                                      "event": ""}),
+     "event"),
 ])
 def test_schema_errors_name_the_field_and_store_nothing(api, body, field):
     reply = api.post(body)
@@ -403,6 +444,10 @@ def test_duplicate_is_409(api):
     assert api.post(notification(hostname="compute-2")).status == 202
     assert api.post(notification(
         generated_time="2026-11-22T10:09:00")).status == 202
+    # An event older than one stored is stale, however much older, as in
+    # Masakari.
+    stale = api.post(notification(generated_time="2026-11-22T09:40:00"))
+    assert stale.status == 409, stale.text
 
 
 def test_generated_time_at_the_end_of_the_range(api):
@@ -481,6 +526,25 @@ def test_list_with_a_huge_limit(api, four):
     assert listed(api, "?limit=" + "9" * 30) == ids(reversed(four))
 
 
+def test_list_with_limit_0_is_an_empty_page(api, four):
+    """As Masakari answers it."""
+    assert listed(api, "?limit=0") == []
+    assert listed(api, f"?limit=0&marker={four[3]['id']}") == []
+
+
+@pytest.mark.parametrize("key", ["notification_uuid", "uuid"])
+def test_list_sorted_by_the_uuid(api, four, key):
+    """Masakari's code sorts by notification_uuid, its api-ref names it
+    uuid: both are the notification's uuid."""
+    by_uuid = sorted(ids(four))
+    assert listed(api, f"?sort_key={key}&sort_dir=asc") == by_uuid
+    assert listed(api, f"?sort_key={key}") == by_uuid[::-1]
+    first = listed(api, f"?sort_key={key}&sort_dir=asc&limit=2")
+    assert first == by_uuid[:2]
+    assert listed(api, f"?sort_key={key}&sort_dir=asc&limit=2"
+                       f"&marker={first[-1]}") == by_uuid[2:]
+
+
 def test_list_generated_since(api, four):
     late = notification(hostname="compute-2",
                         generated_time="2026-11-22T10:30:00")
@@ -510,7 +574,6 @@ def test_list_limit_and_marker(api, four, by):
         ("?sort_key=payload", "sort_key"),
     ("?sort_dir=up", "sort_dir"),
     ("?status=done", "status"),
-    ("?limit=0", "limit"),
     ("?limit=-1", "limit"),
     ("?limit=ten", "limit"),
     ("?marker=no-such-notification", "marker"),
@@ -689,12 +752,14 @@ def test_vmoves_filter_sort_and_page(api, moved):
         "vm-c"]
     assert names(f"sort_dir=desc&marker={moves[2]['id']}") == [
         "vm-b", "vm-a"]
+    # An empty page, as Masakari answers it.
+    assert names("limit=0") == []
 
 
 @pytest.mark.parametrize("query, field", [
     ("status=done", "status"), ("type=teleport", "type"),
     ("sort_key=message", "sort_key"), ("sort_dir=up", "sort_dir"),
-    ("sort_key=id&sort_key=uuid", "sort_key"), ("limit=0", "limit"),
+    ("sort_key=id&sort_key=uuid", "sort_key"), ("limit=-1", "limit"),
     ("marker=nope", "marker")])
 def test_vmoves_bad_query_is_400(api, moved, query, field):
     reply = api.get(f"/v1/notifications/{moved[0]}/vmoves?{query}")
@@ -725,7 +790,7 @@ def test_events_are_the_notification_s_decision_log(api):
     api.store.add_event(Decision("detector", "compute-1",
                                  EventKind.SUSPECT, "seen down"), START)
     for path in (f"/v1/notifications/{uuid}/events",
-                 f"/v1/project-1/notifications/{uuid}/events"):
+                 f"/v1/{PROJECT}/notifications/{uuid}/events"):
         reply = api.get(path)
         assert reply.status == 200, reply.text
         events = reply.json["events"]
@@ -752,6 +817,14 @@ def test_events_are_the_notification_s_decision_log(api):
     "/v1/notifications/x/y",
     "/v2/notifications",
     "/v1/segments/x/hosts/y/z",
+    # A word that is no project id (lower-case hex digits and dashes, as
+    # Masakari takes one) is an unknown path.
+    "/v1/segmentz",
+    "/v1/notification",
+    "/v1/segmentz/x",
+    "/v1/project-1/notifications",
+    "/v1/admin/segments",
+    f"/v1/{PROJECT.upper()}/segments",
 ])
 def test_unknown_resources_are_404(api, path):
     reply = api.get(path)
@@ -783,7 +856,8 @@ def test_wrong_method_is_405(api, method, path):
 
 def test_version_documents(api):
     root = api.get("/")
-    assert root.status == 300, root.text
+    # Masakari's answer, and its api-ref's.
+    assert root.status == 200, root.text
     (version,) = root.json["versions"]
     assert version["id"] == "v1.0"
     assert version["status"] == "CURRENT"
@@ -813,9 +887,14 @@ def test_every_answer_names_its_microversion(api, sent, answered):
 
 @pytest.mark.parametrize("sent, status", [
     ("instance-ha 1.4", 406), ("instance-ha 1.99", 406),
-    ("instance-ha 2.0", 406), ("instance-ha 0.9", 406),
+    ("instance-ha 2.0", 406), ("instance-ha 10.0", 406),
+    # Not versions in Masakari's form (X.Y, no sign, no leading zero).
+    ("instance-ha 0.9", 400), ("instance-ha 1.03", 400),
+    ("instance-ha 01.2", 400), ("instance-ha +1.1", 400),
+    ("instance-ha 1.-1", 400), ("instance-ha 1.1.0", 400),
+    ("instance-ha 1.1 beta", 400),
     ("instance-ha garbage", 400), ("instance-ha 1", 400),
-    ("instance-ha 1.x", 400)])
+    ("instance-ha 1.x", 400), ("instance-ha LATEST", 400)])
 def test_a_version_out_of_range_is_406_and_a_malformed_one_400(
         api, sent, status):
     reply = request(api.port, "POST", "/v1/notifications", notification(),
@@ -823,12 +902,14 @@ def test_a_version_out_of_range_is_406_and_a_malformed_one_400(
     assert reply.status == status, reply.text
     assert VERSION_HEADER in reply.message
     assert api.stored() == []
+    # No version was agreed on; a 406 says that another may be.
+    assert VERSION_HEADER not in reply.headers
+    assert reply.headers.get_all("Vary") == (
+        [VERSION_HEADER] if status == 406 else None)
     # The version documents answer whatever is asked: clients read them
     # to learn what to ask.
-    assert api.get("/", headers={VERSION_HEADER: sent}).status == 300
+    assert api.get("/", headers={VERSION_HEADER: sent}).status == 200
 
-
-PROJECT = "8c1a3e5b7d9f4a6c2e0b1d3f5a7c9e1b"
 
 
 def test_paths_with_a_project_id_are_the_same_resources(api):
@@ -848,6 +929,11 @@ def test_paths_with_a_project_id_are_the_same_resources(api):
     assert api.get(f"/v1/{PROJECT}/segments").status == 200
     assert api.get(f"/v1/{PROJECT}").json["version"]["id"] == "v1.0"
     assert api.get(f"/v1/{PROJECT}/{PROJECT}/notifications").status == 404
+    # Ids of other forms, as Masakari's router takes them: a dashed UUID
+    # (an identity backend's), or hex digits of another length.
+    for other in ("6f1d7a3e-9a9c-4a55-8f0e-0a1c2b3d4e5f", PROJECT[:-1],
+                  f"{PROJECT}0"):
+        assert api.get(f"/v1/{other}/segments").status == 200, other
 
 
 # -- the host check against the fake Nova ------------------------------------
@@ -984,7 +1070,7 @@ def test_right_token_is_accepted(token_api):
 
 
 def test_version_documents_are_public(token_api):
-    assert token_api.get("/").status == 300
+    assert token_api.get("/").status == 200
     assert token_api.get("/v1").status == 200
     assert token_api.get("/v1/").status == 200
 
@@ -1049,9 +1135,9 @@ def keystone_api(store) -> Iterator[Served]:
     fx = ks_fixture.AuthTokenFixture()
     fx.setUp()
     try:
-        fx.add_token_data(token_id="adm", project_id="p",
+        fx.add_token_data(token_id="adm", project_id=PROJECT,
                           role_list=["admin"])
-        fx.add_token_data(token_id="mem", project_id="p",
+        fx.add_token_data(token_id="mem", project_id=PROJECT,
                           role_list=["member"])
         conf = api_conf(auth_strategy="keystone")
         for group, opts in auth_token.list_opts():
@@ -1082,20 +1168,22 @@ def test_keystone(keystone_api):
     assert admin.status == 202, admin.text
     assert len(keystone_api.stored()) == 1
     assert keystone_api.get("/v1").status == 200
-    assert keystone_api.get("/").status == 300
+    assert keystone_api.get("/").status == 200
 
 
 def test_keystone_project_in_the_path_must_be_the_token_s(keystone_api):
     token = {"X-Auth-Token": "adm"}
-    own = request(keystone_api.port, "POST", "/v1/p/notifications",
+    own = request(keystone_api.port, "POST", f"/v1/{PROJECT}/notifications",
                   notification(), headers=token)
     assert own.status == 202, own.text
-    other = request(keystone_api.port, "POST", "/v1/q/notifications",
+    # A malformed URL, as Masakari answers it.
+    other = request(keystone_api.port, "POST",
+                    f"/v1/{OTHER_PROJECT}/notifications",
                     notification(generated_time="2026-11-22T11:00:00"),
                     headers=token)
-    assert other.status == 403, other.text
-    assert "(q) is not the token's project (p)" in (
-        other.json["forbidden"]["message"])
+    assert other.status == 400, other.text
+    assert (f"({OTHER_PROJECT}) is not the token's project ({PROJECT})"
+            in other.json["badRequest"]["message"])
     assert len(keystone_api.stored()) == 1
 
 

@@ -2,11 +2,13 @@
 PostgreSQL and on MariaDB: a real engine process reaches a real server
 through a TCP proxy that refuses connections at first.
 
-It waits with one log line per attempt, tells systemd it is still
-starting (EXTEND_TIMEOUT_USEC, which covers each next attempt), and
-serves once the database answers: READY, then a host recovered. When the
-database never answers it gives up with one line and exit status 75. No
-traceback either way.
+It stays up and waits, without end by default, with one log line per
+attempt, telling systemd it is still starting (EXTEND_TIMEOUT_USEC, which
+covers each next attempt). Its API listens meanwhile and answers 503, to
+a notification (which is not stored) and to /healthcheck. Once the
+database answers it serves: READY, /healthcheck 200, a host recovered.
+With [database] max_retries set and the database never answering, it
+gives up with one line and exit status 75. No traceback either way.
 """
 
 import re
@@ -18,14 +20,19 @@ import sqlalchemy as sa
 from recovery.db.store import open_store
 from tests.fakenova import FakeNova
 from tests.functional.engine_process import EngineProcess
+from tests.functional.engine_process import wait_until
 from tests.tcpproxy import TcpProxy
 
 HOST = "compute-1"
-OUTAGE = 30.0
-RETRY_INTERVAL = 2
+RETRY_INTERVAL = 1
+# Failed attempts seen before the database comes back.
+OUTAGE_ATTEMPTS = 3
 ATTEMPT = re.compile(r"WARNING recovery\.engine \[-\] Waiting for the "
-                     r"database, attempt (\d+) of (\d+): the database "
-                     r"\S+ does not answer: (.*)\. Next attempt in 2 s")
+                     r"database, attempt (\d+)(?: of (\d+))?: the database "
+                     r"\S+ does not answer: (.*)\. Next attempt in 1 s; "
+                     r"the API answers 503 until then")
+LISTENING = re.compile(r"Listening on 127\.0\.0\.1:(\d+) \(auth: noauth\); "
+                       r"opening the store")
 # The driver's own words for a refused connection.
 REFUSED = {"postgresql": 'connection to server at "127.0.0.1", port '
                          '{port} failed: Connection refused',
@@ -63,13 +70,15 @@ def nova():
         yield fake
 
 
-def engine_behind(proxy, database, nova, workdir, retries):
+def engine_behind(proxy, database, nova, workdir, retries=None):
+    """An engine whose database is behind ``proxy``; ``retries``: its
+    [database] max_retries (None: the default, no limit)."""
     url = sa.engine.make_url(database).set(port=proxy.port)
+    limit = "" if retries is None else f"max_retries = {retries}\n"
     return EngineProcess(
         workdir, nova.endpoint,
         database=url.render_as_string(hide_password=False),
-        extra=f"\n[database]\nmax_retries = {retries}\n"
-              f"retry_interval = {RETRY_INTERVAL}\n")
+        extra=f"\n[database]\n{limit}retry_interval = {RETRY_INTERVAL}\n")
 
 
 def logged(engine):
@@ -81,28 +90,66 @@ def no_traceback(engine):
         assert "Traceback" not in text, text
 
 
+def listening(engine):
+    """The API's port, once the engine logs that it listens."""
+    def port():
+        assert engine.proc.poll() is None, engine.stderr()
+        found = LISTENING.search(logged(engine))
+        return found and int(found.group(1))
+    engine.port = wait_until(port, 10, "the API listening")
+    return engine.port
+
+
+def health(engine):
+    """/healthcheck's status and body, as Kolla's probe sees them."""
+    status, body = engine.request("GET", "/healthcheck")
+    return status, body
+
+
 def test_an_engine_started_with_its_database_down_serves_once_it_is_back(
         backend, database, proxy, nova, tmp_path):
-    engine = engine_behind(proxy, database, nova, tmp_path, retries=60)
+    engine = engine_behind(proxy, database, nova, tmp_path)
     try:
         started = time.monotonic()
         engine.start(ready_timeout=None)
-        # The outage: nothing answers for OUTAGE seconds. Each message to
-        # systemd is stamped when it arrives.
+        listening(engine)
+        # The outage: the engine stays up, its API answers 503, and each
+        # message to systemd is stamped when it arrives.
         received = []
-        while time.monotonic() < started + OUTAGE:
+
+        def attempts_made():
             seen = len(engine.messages)
             engine.drain()
-            received += [(time.monotonic(), m)
-                         for m in engine.messages[seen:]]
+            received.extend((time.monotonic(), m)
+                            for m in engine.messages[seen:])
             assert engine.proc.poll() is None, engine.stderr()
-            time.sleep(0.05)
+            return len(ATTEMPT.findall(logged(engine))) >= OUTAGE_ATTEMPTS
+
+        wait_until(attempts_made, 20, f"{OUTAGE_ATTEMPTS} failed attempts")
+        status, body = engine.request("POST", "/v1/notifications", {
+            "notification": {"type": "COMPUTE_HOST", "hostname": HOST,
+                             "generated_time": "2026-11-22T10:00:00",
+                             "payload": {"event": "STOPPED",
+                                         "host_status": "NORMAL",
+                                         "cluster_status": "OFFLINE"}}})
+        assert status == 503, body
+        assert "nothing was stored" in body["serviceUnavailable"]["message"]
+        assert health(engine) == (503, "database: not answering")
+        attempts_made()
+        assert engine.proc.poll() is None
         assert not any(m.get("READY") for _, m in received)
+        # Nothing was stored (read past the proxy).
+        store = open_store(database)
+        try:
+            assert store.list_notifications(filters={}) == []
+        finally:
+            store.close()
         restored = time.monotonic()
         proxy.restore()
-        engine.wait_ready(timeout=30)
+        engine.wait_ready(timeout=10)
         ready = time.monotonic()
         received.append((ready, {"READY": "1"}))
+        assert health(engine) == (200, "database: OK")
 
         # It serves: a notification is accepted and the host recovered.
         uuids = [nova.add_server(f"vm{n}", HOST) for n in range(3)]
@@ -117,11 +164,12 @@ def test_an_engine_started_with_its_database_down_serves_once_it_is_back(
 
     no_traceback(engine)
     attempts = [m.groups() for m in ATTEMPT.finditer(logged(engine))]
-    # One line per attempt, numbered, each saying what the driver said.
+    # One line per attempt, numbered, without end, each saying what the
+    # driver said.
     assert [int(n) for n, _, _ in attempts] == list(
         range(1, len(attempts) + 1))
-    assert len(attempts) >= OUTAGE / (RETRY_INTERVAL + 1)
-    assert {total for _, total, _ in attempts} == {"61"}
+    assert len(attempts) >= OUTAGE_ATTEMPTS
+    assert {total for _, total, _ in attempts} == {None}
     refused = REFUSED[backend].format(port=proxy.port)
     assert all(refused in detail for _, _, detail in attempts), attempts
     # systemd heard of each attempt, and each extension of its start
@@ -156,7 +204,7 @@ def test_an_engine_whose_database_never_answers_exits_75_in_one_line(
     assert len(ATTEMPT.findall(text)) == 2
     [error] = [line for line in text.splitlines() if " ERROR " in line]
     assert re.search(r"; gave up after 3 attempts in \d+ s \(\[database\] "
-                     r"max_retries = 2, retry_interval = 2\)$", error), error
+                     r"max_retries = 2, retry_interval = 1\)$", error), error
     assert REFUSED[backend].format(port=proxy.port) in error
     assert engine.stderr().count("\n") == 1, engine.stderr()
     print(f"{backend}: gave up after {took:.1f} s, exit status {status}")
@@ -179,3 +227,26 @@ def test_a_database_that_refuses_the_login_is_not_waited_for(
     no_traceback(engine)
     assert ATTEMPT.findall(logged(engine)) == []
     assert "Check [database] connection" in engine.stderr()
+
+
+def test_the_schema_is_checked_once_the_database_answers(
+        request, backend, nova, tmp_path):
+    """What the start checks on an open store, it checks when the
+    database comes back: a database without the schema stops the engine
+    with the command to run, as at a start with the database up."""
+    empty = request.getfixturevalue(f"{backend}_url")
+    url = sa.engine.make_url(empty)
+    with TcpProxy(url.host, url.port) as proxy:
+        proxy.cut()
+        engine = engine_behind(proxy, empty, nova, tmp_path)
+        try:
+            engine.start(ready_timeout=None)
+            listening(engine)
+            assert health(engine)[0] == 503
+            proxy.restore()
+            status = engine.wait_exit(timeout=10)
+        finally:
+            engine.close()
+    assert status == 2
+    no_traceback(engine)
+    assert "run 'recovery db upgrade' once" in engine.stderr()

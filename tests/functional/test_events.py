@@ -56,12 +56,13 @@ def test_a_mixed_recovery_held_by_the_brake_tells_every_decision(
     events = events_of(engine, uuid)
 
     # The host's own events, in order: received, held by the brake (once,
-    # however often it looked again), then each attempt.
+    # however often it looked again), released with the reason, then each
+    # attempt.
     host_events = [(e["actor"], e["kind"]) for e in events
                    if e["subject"] == HOST]
     me = engine.owner
     assert host_events == [
-        ("api", "received"), (me, "held"),
+        ("api", "received"), (me, "held"), (me, "released"),
         (me, "claimed"), (me, "fenced"), (me, "isolated"), (me, "capacity"),
         (me, "error"),
         (me, "claimed"), (me, "fenced"), (me, "isolated"), (me, "capacity"),
@@ -70,6 +71,9 @@ def test_a_mixed_recovery_held_by_the_brake_tells_every_decision(
     assert said["received"] == "COMPUTE_HOST STOPPED, host_status NORMAL"
     assert said["capacity"] == "1 of 1 instance(s) fit"
     assert [e["message"] for e in events if e["kind"] == "held"] == [BRAKE]
+    assert said["released"] == (
+        "1 of 4 compute services are down or in recovery; 0 of 10 host "
+        "recoveries started in the last 60 s")
     assert [e["message"] for e in events if e["kind"] == "claimed"] == [
         f"attempt 1 starts on {me}", f"attempt 2 starts on {me}"]
     assert "verified Off" in said["fenced"]

@@ -191,13 +191,15 @@ GREEN_FENCING = textwrap.dedent("""
 """)
 
 
-def fence_in_green_process(tmp_path, bmcs) -> tuple[dict[str, str], float]:
-    """Fence every host of ``bmcs`` at once in a monkey-patched process;
-    return each host's message (or "FencingError: ...") and the time."""
+def fence_in_green_process(tmp_path, bmcs, timing=FAILING
+                           ) -> tuple[dict[str, str], float]:
+    """Fence every host of ``bmcs`` at once in a monkey-patched process,
+    with the ``[fencing]`` options ``timing``; return each host's message
+    (or "FencingError: ...") and the time."""
     ini = write_credentials_file(tmp_path / "fencing.ini", bmcs)
     config = tmp_path / "recovery.conf"
     config.write_text(f"[fencing]\ncredentials_file = {ini}\n" + "".join(
-        f"{name} = {value}\n" for name, value in FAILING.items()))
+        f"{name} = {value}\n" for name, value in timing.items()))
     started = time.monotonic()
     result = subprocess.run(
         [sys.executable, "-c", GREEN_FENCING, str(config), *bmcs],
@@ -217,8 +219,11 @@ def quick_bmc(request):
 
 def test_monkey_patched_process(quick_bmc, tmp_path):
     """The engine is green: both libraries must work under eventlet."""
-    outcomes, _ = fence_in_green_process(tmp_path, {HOST: quick_bmc})
-    assert "verified Off" in outcomes[HOST]
+    # Time for a session on a loaded machine: only a failure waits it out.
+    outcomes, _ = fence_in_green_process(tmp_path, {HOST: quick_bmc},
+                                         STAYS_ON)
+    # (A failure's message says "not verified Off": match the success.)
+    assert outcomes[HOST].startswith("powered off through"), outcomes
     assert quick_bmc.power_state() == "Off"
 
 
@@ -239,6 +244,7 @@ def test_hung_bmc_holds_up_no_other_fencing(tmp_path):
             assert outcomes[host].startswith("FencingError: "), outcomes
             assert "no answer from the BMC" in outcomes[host]
         for host in ("ipmi", "redfish"):
-            assert "verified Off" in outcomes[host], outcomes
+            assert outcomes[host].startswith("powered off through"), \
+                outcomes
             assert bmcs[host].power_state() == "Off"
     assert elapsed < TIMEOUT + SLACK + 3      # + the interpreter's start

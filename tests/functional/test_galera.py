@@ -27,6 +27,7 @@ import sqlalchemy as sa
 from recovery import exception
 from recovery import intake
 from recovery.db import connection
+from recovery.db.claims import Window
 from recovery.db.events import EventKind
 from recovery.db.store import open_store
 from recovery.notification import Kind
@@ -187,7 +188,7 @@ def test_the_per_window_cap_holds_across_nodes(cluster, stores):
     tally = Tally(cluster)
     for trial in range(TRIALS):
         first, second = add(one, f"a-{trial}"), add(other, f"b-{trial}")
-        window = (_count_started(one) + 1, 3600.0)
+        window = Window(_count_started(one) + 1, 3600.0)
         tally.record(race(
             functools.partial(one.take, first, "engine-a:1", LEASE,
                               window=window),

@@ -1,16 +1,27 @@
 """The Nova facade over real HTTP: auth loading, timeouts, safe retries
 and error translation, against the fake Nova (and a fake Keystone)."""
 
+import http.server
+import logging
+import threading
+
 import pytest
+from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import loading
 from oslo_config import cfg
 
 from recovery import conf as recovery_conf
+from recovery import evacuable
 from recovery import exception
+from recovery import nova as recovery_nova
 from recovery.models import Need
+from recovery.nova import IMAGE_RETRY_AFTER
 from recovery.nova import load_nova
 from tests.fakekeystone import FakeKeystone
+from tests.fakenova import glance
 from tests.fakenova.placement import endpoint_for
+from tests.fakenova.server import wait_until
+from tests.fakenova.state import IMAGE_ID
 from tests.unit.fakes import FakeClock
 
 
@@ -260,3 +271,262 @@ def test_without_placement_free_room_is_an_error_to_go_on_from(fake_nova):
     with pytest.raises(exception.RecoveryError,
                        match="resource providers"):
         nova.free_room()
+
+
+def test_isolate_forces_down_and_disables_in_one_request(fake_nova):
+    fake_nova.add_compute("compute-1")
+    nova = load_nova(admin_token_conf(fake_nova), FakeClock())
+    service = nova.get_compute_service("compute-1")
+    answer = nova.isolate(service, "host down")
+    assert (answer.forced_down, answer.is_down, answer.status,
+            answer.disabled_reason) == (True, True, "disabled", "host down")
+    puts = [r for r in fake_nova.requests if r["method"] == "PUT"]
+    assert [r["path"] for r in puts] == [f"/v2.1/os-services/{service.id}"]
+
+
+def test_isolate_leaves_an_existing_disable_as_it_is(fake_nova):
+    fake_nova.add_compute("compute-1")
+    nova = load_nova(admin_token_conf(fake_nova), FakeClock())
+    service = nova.get_compute_service("compute-1")
+    nova.disable(service, "maintenance")
+    answer = nova.isolate(service, None)
+    assert (answer.forced_down, answer.status, answer.disabled_reason) == (
+        True, "disabled", "maintenance")
+
+
+def test_migrations_carry_nova_s_stamps(fake_nova):
+    fake_nova.add_compute("compute-1")
+    fake_nova.add_compute("compute-2")
+    uuid = fake_nova.add_server("vm", "compute-1")
+    fake_nova.fail_host("compute-1")
+    nova = load_nova(admin_token_conf(fake_nova), FakeClock())
+    nova.force_down(nova.get_compute_service("compute-1"), True)
+    nova.evacuate(uuid)
+    migration = wait_until(
+        lambda: next((m for m in nova.list_evacuations(instance_uuid=uuid)
+                      if m.status == "done"), None), 10, what="done")
+    assert migration.created_at <= migration.updated_at
+    assert migration.duration >= 0
+
+
+def image_requests(fake):
+    return [r["path"] for r in fake.requests
+            if r["path"].startswith(glance.PREFIX)]
+
+
+def glance_conf(fake):
+    return admin_token_conf(
+        fake, image_endpoint_override=glance.endpoint_for(fake.endpoint))
+
+
+def test_an_image_s_vtpm_is_read_from_glance_once(fake_nova):
+    """Nova lists no image properties: Glance's, one request per image
+    for the process, whichever listing asks; a show only looks them
+    up."""
+    fake_nova.add_compute("compute-1")
+    tpm_image = fake_nova.add_image({"hw_tpm_version": "2.0",
+                                     "os_distro": "debian"})
+    tpm = fake_nova.add_server("tpm", "compute-1", image_id=tpm_image)
+    plain = fake_nova.add_server("plain", "compute-1")
+    nova = load_nova(glance_conf(fake_nova), FakeClock())
+    # Not read yet: a show does not ask Glance.
+    assert evacuable.blocking(nova.get_server(tpm)) is None
+    assert image_requests(fake_nova) == []
+    servers = {s.id: s for s in nova.list_servers("compute-1")}
+    assert servers[tpm].specs.image == {"hw_tpm_version": "2.0"}
+    assert evacuable.blocking(servers[tpm]) is not None
+    assert evacuable.blocking(servers[plain]) is None
+    assert sorted(image_requests(fake_nova)) == sorted(
+        f"{glance.PREFIX}/v2/images/{i}" for i in (tpm_image, IMAGE_ID))
+    nova.list_all_servers()
+    assert evacuable.blocking(nova.get_server(tpm)) is not None
+    assert len(image_requests(fake_nova)) == 2
+    # Nova refuses it, which recovery now never asks.
+    with pytest.raises(exception.NovaConflict, match="vTPM"):
+        nova.evacuate(tpm)
+
+
+def test_an_image_gone_from_glance_has_no_properties(fake_nova):
+    """Nova judges by what it saved at boot: the instance is tried."""
+    fake_nova.add_compute("compute-1")
+    image = fake_nova.add_image({"hw_tpm_version": "2.0"})
+    fake_nova.add_server("tpm", "compute-1", image_id=image)
+    fake_nova.delete_image(image)
+    nova = load_nova(glance_conf(fake_nova), FakeClock())
+    [server] = nova.list_servers("compute-1")
+    assert evacuable.blocking(server) is None
+    nova.list_servers("compute-1")
+    assert image_requests(fake_nova).count(
+        f"{glance.PREFIX}/v2/images/{image}") == 1
+
+
+def test_glance_failing_is_asked_again_only_after_a_while(fake_nova,
+                                                           caplog):
+    fake_nova.add_compute("compute-1")
+    image = fake_nova.add_image({"hw_tpm_version": "2.0"})
+    fake_nova.add_server("tpm", "compute-1", image_id=image)
+    fake_nova.add_server("other", "compute-1")
+    fake_nova.inject("GET", f"^{glance.PREFIX}/", status=503)
+    clock = FakeClock()
+    nova = load_nova(glance_conf(fake_nova), clock)
+    assert not any(evacuable.blocking(s)
+                   for s in nova.list_servers("compute-1"))
+    assert "Images' properties not read for 60s" in caplog.text
+    nova.list_servers("compute-1")
+    # The first image failed: neither it nor the other was asked again.
+    assert len(image_requests(fake_nova)) == 1
+    clock.sleep(IMAGE_RETRY_AFTER)
+    assert sum(evacuable.blocking(s) is not None
+               for s in nova.list_servers("compute-1")) == 1
+    assert len(image_requests(fake_nova)) == 3
+
+
+def test_an_image_refused_leaves_the_others_read(fake_nova, caplog):
+    """An image Glance refuses (403) is that image's problem: the others
+    are read, and it is asked again next time."""
+    fake_nova.add_compute("compute-1")
+    image = fake_nova.add_image({"hw_tpm_version": "2.0"})
+    fake_nova.add_server("tpm", "compute-1", image_id=image)
+    fake_nova.add_server("other", "compute-1")
+    first = sorted([image, IMAGE_ID])[0]
+    fake_nova.inject("GET", f"^{glance.PREFIX}/v2/images/{first}$",
+                     status=403)
+    nova = load_nova(glance_conf(fake_nova), FakeClock())
+    nova.list_servers("compute-1")
+    assert f"Image {first}'s properties not read" in caplog.text
+    assert len(image_requests(fake_nova)) == 2
+    servers = nova.list_servers("compute-1")
+    assert sum(evacuable.blocking(s) is not None for s in servers) == 1
+    assert len(image_requests(fake_nova)) == 3
+
+
+def test_one_url_for_every_service_is_no_glance(fake_nova, caplog):
+    """admin_token gives Nova's URL for Glance too: no image is asked
+    there, and the log says why, once."""
+    fake_nova.add_compute("compute-1")
+    fake_nova.add_server("vm", "compute-1")
+    caplog.set_level(logging.INFO, "recovery.nova")
+    nova = load_nova(admin_token_conf(fake_nova), FakeClock())
+    before = len(fake_nova.requests)
+    nova.list_servers("compute-1")
+    nova.list_servers("compute-1")
+    assert len(fake_nova.requests) - before == 2      # the listings only
+    assert caplog.text.count("Images' properties are not read") == 1
+    assert "image_endpoint_override is not set" in caplog.text
+
+
+def test_an_image_read_has_a_timeout_of_its_own(fake_nova, caplog,
+                                                monkeypatch):
+    """Glance slower than the reads' time costs that time, not [nova]
+    timeout, and no retry."""
+    monkeypatch.setattr(recovery_nova, "IMAGE_TIMEOUT", 1.2)
+    fake_nova.add_compute("compute-1")
+    fake_nova.add_server("vm", "compute-1")
+    fake_nova.inject("GET", f"^{glance.PREFIX}/", delay=2)
+    conf = glance_conf(fake_nova)
+    conf.set_override("timeout", 30, "nova")
+    nova = load_nova(conf, FakeClock())
+    [server] = nova.list_servers("compute-1")
+    assert server.specs.image == {}
+    assert "Images' properties not read for 60s" in caplog.text
+    assert "timed out" in caplog.text.lower()
+    # The fake records it once it has waited: one request, no retry.
+    fake_nova.wait_for(lambda: image_requests(fake_nova), timeout=5)
+    assert len(image_requests(fake_nova)) == 1
+
+
+def test_an_answer_that_is_no_image_is_glance_failing(fake_nova, caplog):
+    """An override that names something else (a portal answering 200
+    with a page) is reported, and no recovery fails on it."""
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), _Page)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        fake_nova.add_compute("compute-1")
+        fake_nova.add_server("vm", "compute-1")
+        conf = admin_token_conf(
+            fake_nova, image_endpoint_override=(
+                f"http://127.0.0.1:{server.server_port}"))
+        nova = load_nova(conf, FakeClock())
+        [listed] = nova.list_servers("compute-1")
+        assert listed.specs.image == {}
+        assert "the answer is not an image" in caplog.text
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+class _Page(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):  # noqa: N802 - http.server's name
+        page = b"<html>Welcome</html>"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/html")
+        self.send_header("Content-Length", str(len(page)))
+        self.end_headers()
+        self.wfile.write(page)
+
+    def log_message(self, *args):
+        pass
+
+
+def test_a_lost_lease_is_not_taken_for_glance_failing(fake_nova):
+    """A run that lost its lease stops at the image read as at any
+    request; Glance is not held against the process's other runs."""
+    fake_nova.add_compute("compute-1")
+    image = fake_nova.add_image({"hw_tpm_version": "2.0"})
+    fake_nova.add_server("tpm", "compute-1", image_id=image)
+    nova = load_nova(glance_conf(fake_nova), FakeClock())
+    before = len(fake_nova.requests)
+
+    def guard():
+        # The listing passes; the lease is lost once Nova answered it.
+        if len(fake_nova.requests) > before:
+            raise exception.LeaseLost("the lease ran out")
+
+    with pytest.raises(exception.LeaseLost):
+        nova.guarded(guard).list_servers("compute-1")
+    assert any(evacuable.blocking(s)
+               for s in nova.list_servers("compute-1"))
+
+
+def test_no_catalog_is_a_config_error():
+    error = recovery_nova._translate(
+        "show image x", ks_exc.MissingAuthPlugin("no plugin"))
+    assert isinstance(error, exception.ConfigError)
+    assert "image_endpoint_override (Glance)" in str(error)
+
+
+def test_a_catalog_without_glance_is_said_once(fake_nova, caplog):
+    """Keystone's catalog names Nova only: no image is asked for, one
+    line says why, and the listings go on."""
+    fake_nova.add_compute("compute-1")
+    fake_nova.add_server("vm", "compute-1")
+    caplog.set_level(logging.INFO, "recovery.nova")
+    with FakeKeystone(fake_nova.endpoint) as keystone:
+        conf = make_conf(auth_type="password", auth_url=keystone.url,
+                         region_name="RegionOne", username="recovery",
+                         password="s3cret", project_name="admin",
+                         user_domain_id="default",
+                         project_domain_id="default")
+        nova = load_nova(conf, FakeClock())
+        for _ in range(2):
+            [server] = nova.list_servers("compute-1")
+            assert server.specs.image == {}
+    assert caplog.text.count("Images' properties are not read: no "
+                             "endpoint to show image") == 1
+    assert "Images' properties not read for" not in caplog.text
+    assert image_requests(fake_nova) == []
+
+
+def test_the_images_kept_are_bounded(fake_nova, monkeypatch):
+    """Past the bound, the image used least recently goes, and is read
+    again when needed; one listing still has every image it read."""
+    monkeypatch.setattr(recovery_nova, "IMAGE_CACHE_SIZE", 1)
+    fake_nova.add_compute("compute-1")
+    for name in ("a", "b"):
+        fake_nova.add_server(name, "compute-1", image_id=fake_nova.add_image(
+            {"hw_tpm_version": "2.0"}))
+    nova = load_nova(glance_conf(fake_nova), FakeClock())
+    for reads in (2, 3):
+        servers = nova.list_servers("compute-1")
+        assert all(evacuable.blocking(s) is not None for s in servers)
+        assert len(image_requests(fake_nova)) == reads

@@ -121,6 +121,22 @@ def test_segment_defaults(api):
     assert segment["description"] is None
 
 
+def test_free_text_has_masakari_s_length_none(api):
+    """A description and control attributes are TEXT, as in Masakari;
+    a host's type may be empty, as there."""
+    long = "line one\n" + "x" * 1000
+    segment = api.segment(description=long)
+    assert api.get(f"/v1/segments/{segment['uuid']}").json["segment"][
+        "description"] == long
+    host = api.host(segment, control_attributes=long, type="")
+    shown = api.get(f"/v1/segments/{segment['uuid']}/hosts/{host['uuid']}")
+    assert (shown.json["host"]["control_attributes"],
+            shown.json["host"]["type"]) == (long, "")
+    updated = api.call("PUT", f"/v1/segments/{segment['uuid']}", {
+        "segment": {"description": long[::-1]}})
+    assert updated.json["segment"]["description"] == long[::-1]
+
+
 def test_a_segment_is_found_by_name_too(api):
     segment = api.segment("rack-1")
     assert api.get("/v1/segments/rack-1").json["segment"] == segment
@@ -142,7 +158,6 @@ def _segment(**fields: Any) -> dict[str, Any]:
     (_segment(name="x" * 256), "segment.name"),
     (_segment(name=" rack"), "segment.name"),
     (_segment(name=5), "segment.name"),
-    (_segment(description="x" * 256), "segment.description"),
     (_segment(description=5), "segment.description"),
     (_segment(service_type=""), "segment.service_type"),
     (_segment(enabled=3), "segment.enabled"),
@@ -226,6 +241,10 @@ def test_segment_list_filters_and_pages(api):
     assert listed(api, f"?limit=2&marker={first[-1]['uuid']}") == ["a"]
     # openstacksdk pages with the integer id.
     assert listed(api, f"?limit=2&marker={first[-1]['id']}") == ["a"]
+    # An empty page, as Masakari answers it.
+    assert listed(api, "?limit=0") == []
+    assert api.get(f"/v1/segments/{first[0]['uuid']}/hosts?limit=0"
+                   ).json == {"hosts": []}
 
 
 def test_segment_list_sorts(api):
@@ -272,7 +291,7 @@ def test_enabled_came_with_microversion_1_2(api):
     ("recovery_method=manual", "recovery_method"),
     ("enabled=maybe", "enabled"),
     ("is_enabled=", "is_enabled"),
-    ("limit=0", "limit"),
+    ("limit=-2", "limit"),
     ("limit=two", "limit"),
     ("marker=6f1d7a3e-0000-0000-0000-000000000000", "marker"),
     ("sort_key=description", "sort_key"),
@@ -377,7 +396,8 @@ def _host(**fields: Any) -> dict[str, Any]:
     (_host(reserved=3), "host.reserved"),
     (_host(on_maintenance="later"), "host.on_maintenance"),
     (_host(control_attributes=5), "host.control_attributes"),
-    (_host(type=""), "host.type"),
+    (_host(type=" COMPUTE"), "host.type"),
+    (_host(type=5), "host.type"),
     (_host(failover_segment_id="x"), "'failover_segment_id' was unexpected"),
     ({"name": "compute-1"}, "'host'"),
 ])

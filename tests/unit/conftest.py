@@ -1,11 +1,22 @@
-"""What the unit tests of the engine's parts share: a fake clock, and an
+"""What the unit tests of the engine's parts share: a fake clock, an
 SQLite store whose database clock is that same fake, so a test moves
-both."""
+both, and recovery's options at their defaults (a test module may
+override ``conf`` with its own)."""
 
 import pytest
+from oslo_config import cfg
 
+from recovery import conf as recovery_conf
 from recovery.db.store import open_store
 from tests.unit.fakes import FakeClock
+
+
+@pytest.fixture
+def conf():
+    conf = cfg.ConfigOpts()
+    recovery_conf.register_opts(conf)
+    conf([])
+    return conf
 
 
 @pytest.fixture

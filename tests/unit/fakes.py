@@ -186,6 +186,7 @@ class MemoryNova:
         self.room: dict[str, Need] | None = None
         self.aggregates: list[Aggregate] = []
         self.aggregate_hosts: dict[int, list[str]] = {}
+        self.aggregate_metadata: dict[int, dict[str, str]] = {}
         self.clock: FakeClock | None = None
         # Requests that reach Nova later, by the clock: (when, method,
         # uuid, lock reason).
@@ -285,6 +286,16 @@ class MemoryNova:
         state = "down" if forced else service.state
         self.services[service.host] = dataclasses.replace(
             self.services[service.host], forced_down=forced, state=state)
+        return self.services[service.host]
+
+    def isolate(self, service: ComputeService,
+                reason: str | None) -> ComputeService:
+        self._record("isolate", service.host, reason)
+        changes = {"forced_down": True, "state": "down"}
+        if reason is not None:
+            changes.update(status="disabled", disabled_reason=reason)
+        self.services[service.host] = dataclasses.replace(
+            self.services[service.host], **changes)
         return self.services[service.host]
 
     def disable(self, service: ComputeService, reason: str) -> None:
@@ -408,6 +419,13 @@ class MemoryNova:
         self.migrations.append({"id": next(self._ids), "uuid": server.id,
                                 "source": server.host, "step": 0,
                                 "dest": dest, "full": full})
+
+    def list_aggregates(self) -> list[Aggregate]:
+        self._record("list_aggregates", "")
+        return [dataclasses.replace(
+            a, hosts=tuple(self.aggregate_hosts[a.id]),
+            metadata=tuple(sorted(self.aggregate_metadata.get(
+                a.id, {}).items()))) for a in self.aggregates]
 
     def aggregates_of(self, host: str) -> list[Aggregate]:
         self._record("aggregates_of", host)

@@ -23,6 +23,9 @@ ADDED = {
              "ALTER TABLE instance_journal DROP COLUMN lock_uncertain_at"),
     "0012": ("DROP TABLE probe_views",),
     "0013": ("ALTER TABLE engines DROP COLUMN backend",),
+    "0014": ("ALTER TABLE notifications DROP COLUMN failure_domain",),
+    "0015": ("ALTER TABLE engines DROP COLUMN schema_revision",
+             "DROP TABLE schema_floor"),
 }
 
 

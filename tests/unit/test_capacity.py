@@ -53,7 +53,8 @@ def test_a_shortfall_is_predicted_in_recovery_order():
                   "compute-3.example.com": Need(2, 4096, 40)})
     env = make_env(nova)
     servers = selected(nova, BIG, SMALL, BIG, SMALL, SMALL)
-    forecast = capacity.forecast(env, "compute-1", servers, auto())
+    forecast = capacity.forecast(env, "compute-1", servers, auto(),
+                                 nova.list_services())
     # Each goes to the host with the most memory left (spread): the
     # second BIG finds no room; the SMALLs after it still do.
     assert forecast.destinations == {
@@ -78,7 +79,8 @@ def test_only_enabled_up_hosts_of_the_zone_count_for_the_scheduler():
                                                   zone=zone)
     env = make_env(nova)
     servers = selected(nova, BIG, BIG, BIG)
-    forecast = capacity.forecast(env, "compute-1", servers, auto())
+    forecast = capacity.forecast(env, "compute-1", servers, auto(),
+                                 nova.list_services())
     assert list(forecast.destinations.values()) == [
         "compute-2", "compute-2", None]
 
@@ -89,7 +91,8 @@ def test_reserved_hosts_fill_in_the_order_they_are_taken():
     env = make_env(nova)
     servers = selected(nova, SMALL, SMALL, BIG, BIG)
     forecast = capacity.forecast(env, "compute-1", servers,
-                                 Methods(["spare-1", "spare-2"]))
+                                 Methods(["spare-1", "spare-2"]),
+                                 nova.list_services())
     assert list(forecast.destinations.values()) == [
         "spare-1", "spare-1", "spare-2", "spare-2"]
 
@@ -99,6 +102,7 @@ def test_without_placement_the_run_goes_on_unpredicted():
     nova.room = None
     env = make_env(nova)
     servers = selected(nova, SMALL)
-    assert capacity.forecast(env, "compute-1", servers, auto()) is None
+    assert capacity.forecast(env, "compute-1", servers, auto(),
+                             nova.list_services()) is None
     assert servers[0][1].capacity_warning is None
     assert env.recorder.steps == []

@@ -4,9 +4,8 @@ import datetime
 import logging
 
 import pytest
-from oslo_config import cfg
 
-from recovery import conf as recovery_conf
+from recovery.engine.gates import CENSUS_REUSE
 from recovery.engine.gates import Gates
 from recovery.notification import Status
 from recovery.notification import classify
@@ -14,14 +13,6 @@ from tests.unit.fakes import MemoryNova
 
 STOPPED = {"event": "STOPPED", "host_status": "NORMAL"}
 HOSTS = [f"compute-{n}" for n in range(1, 5)]
-
-
-@pytest.fixture
-def conf():
-    conf = cfg.ConfigOpts()
-    recovery_conf.register_opts(conf)
-    conf([])
-    return conf
 
 
 
@@ -94,7 +85,22 @@ def test_the_brake_releases_when_the_share_drops(conf, store, nova, clock):
     assert gates.check(item) is not None
     nova.add_service("compute-3", state="up")
     nova.add_service("compute-2", state="up")
+    clock.sleep(CENSUS_REUSE)
     assert gates.check(item) is None
+
+
+def test_a_census_serves_the_checks_of_one_second(conf, store, nova,
+                                                  clock):
+    """A rack's notifications, checked one after another, cost one
+    services listing; the next second's check lists them again."""
+    fail(nova, "compute-1", "compute-2")
+    gates = Gates(conf, store, nova, clock)
+    for host in ("compute-1", "compute-2"):
+        gates.check(notify(store, clock, host))
+    assert nova.names().count("list_services") == 1
+    clock.sleep(CENSUS_REUSE)
+    gates.check(notify(store, clock, "compute-1"))
+    assert nova.names().count("list_services") == 2
 
 
 def test_a_host_return_passes_the_brake(conf, store, nova, clock):

@@ -39,7 +39,7 @@ def recover(nova, **kwargs):
                            **kwargs)
 
 
-MUTATIONS = {"force_down", "disable", "enable", "lock", "unlock",
+MUTATIONS = {"isolate", "force_down", "disable", "enable", "lock", "unlock",
              "reset_state", "evacuate", "stop", "start", "power_off"}
 
 
@@ -118,6 +118,30 @@ def test_force_down_then_rollback():
     assert not nova.services[HOST].forced_down
 
 
+def test_force_down_disables_in_the_same_request():
+    nova = nova_with()
+    ctx = ctx_for(nova)
+    hf.VerifyHostDown().execute(ctx)
+    hf.ForceDown().execute(ctx)
+    hf.Disable().execute(ctx)
+    assert mutations(nova) == [("isolate", HOST, "host down")]
+    assert nova.services[HOST].status == "disabled"
+    hf.Disable().rollback(ctx, RuntimeError())
+    hf.ForceDown().rollback(ctx, RuntimeError())
+    assert nova.services[HOST].status == "enabled"
+    assert not nova.services[HOST].forced_down
+
+
+def test_force_down_keeps_an_existing_disable():
+    nova = nova_with(status="disabled")
+    ctx = ctx_for(nova)
+    hf.VerifyHostDown().execute(ctx)
+    hf.ForceDown().execute(ctx)
+    hf.Disable().execute(ctx)
+    hf.Disable().rollback(ctx, RuntimeError())
+    assert mutations(nova) == [("isolate", HOST, None)]
+
+
 def test_force_down_leaves_an_already_forced_host_alone():
     nova = nova_with(forced_down=True)
     ctx = ctx_for(nova)
@@ -132,26 +156,26 @@ def test_force_down_answered_down_needs_no_further_read():
     ctx = ctx_for(nova, fencer=FakeFencer(nova))
     hf.VerifyHostDown().execute(ctx)
     hf.ForceDown().execute(ctx)
-    assert nova.names()[-1] == "force_down"
+    assert nova.names()[-1] == "isolate"
 
 
 def test_force_down_waits_for_nova_to_report_down():
     nova = nova_with(state="up")
-    force_down = nova.force_down
+    isolate = nova.isolate
 
-    def answered_up(service, forced):
-        force_down(service, forced)
+    def answered_up(service, reason):
+        isolate(service, reason)
         return dataclasses.replace(service, state="up")
 
-    nova.force_down = answered_up
+    nova.isolate = answered_up
     ctx = ctx_for(nova, fencer=FakeFencer(nova))
     hf.VerifyHostDown().execute(ctx)
     hf.ForceDown().execute(ctx)
-    assert nova.names()[-2:] == ["force_down", "get_compute_service"]
+    assert nova.names()[-2:] == ["isolate", "get_compute_service"]
 
 
 def test_disable_with_reason_and_rollback():
-    nova = nova_with()
+    nova = nova_with(forced_down=True)
     ctx = ctx_for(nova)
     hf.VerifyHostDown().execute(ctx)
     hf.Disable().execute(ctx)
@@ -184,7 +208,7 @@ def test_order_isolate_then_list_then_recover():
     report = recover(nova)
     names = [n for n in nova.names()
              if n not in ("get_compute_service", "list_services")]
-    assert names[:3] == ["force_down", "disable", "list_servers"]
+    assert names[:2] == ["isolate", "list_servers"]
     assert report.instances[0].outcome is Outcome.RECOVERED
 
 
@@ -192,8 +216,8 @@ def test_a_live_host_is_fenced_before_anything_else():
     nova = nova_with(state="up")
     nova.add_server("a")
     report = recover(nova, fencer=FakeFencer(nova))
-    assert [c[0] for c in mutations(nova)][:3] == [
-        "power_off", "force_down", "disable"]
+    assert [c[0] for c in mutations(nova)][:2] == [
+        "power_off", "isolate"]
     assert report.instances[0].outcome is Outcome.RECOVERED
 
 
@@ -289,7 +313,7 @@ def test_isolation_is_undone_when_listing_fails():
     with pytest.raises(exception.NovaUnreachable):
         recover(nova)
     assert [c[0] for c in mutations(nova)] == [
-        "force_down", "disable", "enable", "force_down"]
+        "isolate", "enable", "force_down"]
     assert not nova.services[HOST].forced_down
     assert nova.services[HOST].status == "enabled"
 

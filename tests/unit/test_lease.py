@@ -8,6 +8,7 @@ import logging
 import pytest
 
 from recovery import exception
+from recovery.db.claims import Window
 from recovery.engine.lease import Lease
 from recovery.engine.lease import LeaseKeeper
 from recovery.engine.runner import StoreRecorder
@@ -159,9 +160,9 @@ def test_take_keeps_the_window_whichever_engine_claims(store, clock):
                   status=Status.NEW, now=clock.now())
     for owner in ("engine-a:1", "engine-b:2"):
         assert store.take(store.next_runnable(), owner, SECONDS,
-                          window=(2, 60)) is not None
+                          window=Window(2, 60)) is not None
     assert store.take(store.next_runnable(), "engine-c:3", SECONDS,
-                      window=(2, 60)) is None
+                      window=Window(2, 60)) is None
     clock.t += 61
     assert store.take(store.next_runnable(), "engine-c:3", SECONDS,
-                      window=(2, 60)) is not None
+                      window=Window(2, 60)) is not None

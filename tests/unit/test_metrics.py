@@ -88,6 +88,7 @@ def exposition(tmp_path) -> list:
         metrics.fencing.labels("redfish", "off").inc()
         metrics.renewals.labels("renewed").inc()
         metrics.detector_hosts.labels("up").set(1)
+        metrics.failures_tolerated.labels("segment-1").set(1)
         text = prometheus_client.generate_latest(metrics.registry).decode()
     finally:
         store.close()
@@ -131,4 +132,4 @@ def test_no_metric_has_a_per_instance_label(tmp_path):
     labels = {name for s in exposition(tmp_path) for name in s.labels}
     assert labels <= {"outcome", "method", "kind", "result", "gate",
                       "reason", "driver", "state", "type", "status",
-                      "engine", "le", "cause", "path"}, labels
+                      "engine", "le", "cause", "path", "segment"}, labels

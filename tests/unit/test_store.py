@@ -18,6 +18,8 @@ from recovery import exception
 from recovery import intake
 from recovery.concurrency import ThreadTaskPool
 from recovery.db.claims import Holder
+from recovery.db.claims import Start
+from recovery.db.claims import Window
 from recovery.db.events import Decision
 from recovery.db.events import EventKind
 from recovery.db.store import open_store
@@ -118,9 +120,9 @@ def next_runnable(store, now, **kwargs):
     return store.next_runnable(**kwargs)
 
 
-def take(store, item, owner, now, lease):
+def take(store, item, owner, now, lease, window=None):
     store.lease_clock.now = now
-    return store.take(item, owner, lease)
+    return store.take(item, owner, lease, window=window)
 
 
 def dead_owner():
@@ -196,11 +198,31 @@ def test_different_payload_host_or_type_is_accepted(store):
     assert len(store.list_notifications()) == 4
 
 
-def test_outside_window_is_accepted(store):
+def test_a_later_event_past_the_window_is_accepted(store):
     add(store, duplicate_window=180)
     add(store, generated_time=later(181), duplicate_window=180)
-    add(store, generated_time=later(-181), duplicate_window=180)
-    assert len(store.list_notifications()) == 3
+    assert len(store.list_notifications()) == 2
+
+
+def test_an_event_dated_in_the_future_blocks_no_later_report(store):
+    # A monitor's clock a day ahead: its event is stored, and the host's
+    # next failure, reported with the right time, is not refused.
+    add(store, generated_time=later(86400), now=later(0),
+        duplicate_window=180)
+    add(store, generated_time=later(600), now=later(600),
+        duplicate_window=180)
+    assert len(store.list_notifications()) == 2
+
+
+def test_an_event_older_than_one_stored_is_a_duplicate(store):
+    # Masakari's rule: every stored one generated since this one's time
+    # less the window, with no upper end.
+    first = add(store, generated_time=later(3600), now=later(3600),
+                duplicate_window=180)
+    with pytest.raises(exception.Duplicate, match=first.uuid):
+        add(store, generated_time=later(-181), now=later(3601),
+            duplicate_window=180)
+    assert [n.uuid for n in store.list_notifications()] == [first.uuid]
 
 
 def test_window_zero_disables_the_check(store):
@@ -213,8 +235,8 @@ def test_window_zero_disables_the_check(store):
 def test_duplicate_window_at_the_end_of_time(store):
     end = datetime.datetime(9999, 12, 31, 23, 59, tzinfo=UTC)
     start = datetime.datetime(1, 1, 1, 0, 1, tzinfo=UTC)
-    add(store, generated_time=end, duplicate_window=180)
     add(store, generated_time=start, duplicate_window=180)
+    add(store, generated_time=end, duplicate_window=180)
     with pytest.raises(exception.Duplicate):
         add(store, generated_time=end, duplicate_window=180)
     with pytest.raises(exception.Duplicate):
@@ -707,8 +729,54 @@ def test_recoveries_started_within_counts_host_failures_only(store):
         claim(store, f"owner-{seconds}", later(seconds), LEASE)
     store.lease_clock.now = later(10)
     # How long ago, by the database's clock, oldest first.
-    assert store.recoveries_started_within(7.5) == [7.0]
-    assert store.recoveries_started_within(10) == [9.0, 7.0]
+    assert store.recoveries_started_within(7.5) == [Start(7.0, None)]
+    assert store.recoveries_started_within(10) == [Start(9.0, None),
+                                                   Start(7.0, None)]
+
+
+def test_a_failure_domain_is_one_start_of_the_window(store):
+    """Three hosts of rack-1, down as a whole, take one slot of a window
+    of two; a host alone takes the other, and a fourth start waits."""
+    for host in ("r1-a", "alone", "r1-b", "r1-c", "late"):
+        add(store, host)
+    rack = Window(2, 60, "rack-1")
+    for n, host in enumerate(("r1-a", "alone", "r1-b", "r1-c")):
+        window = Window(2, 60) if host == "alone" else rack
+        taken = take(store, next_runnable(store, later(n)), ME, later(n),
+                     LEASE, window)
+        assert (taken.hostname, taken.failure_domain) == (
+            host, window.domain)
+    assert store.recoveries_started_within(60) == [
+        Start(3.0, "rack-1"), Start(2.0, None)]
+    late = next_runnable(store, later(4))
+    assert take(store, late, ME, later(4), LEASE, Window(2, 60)) is None
+    assert take(store, late, ME, later(4), LEASE,
+                Window(2, 60, "rack-2")) is None
+    events = [e.message for e in store.events(host="r1-b")]
+    assert events[-1].endswith(
+        "one of failure domain rack-1, down as a whole")
+
+
+def test_a_release_after_a_hold_is_an_event_with_its_reason(store):
+    item = add(store)
+    store.lease_clock.now = NOW
+    store.hold(item, "held by the brake", 30, event=Decision(
+        "engine", item.hostname, EventKind.HELD, "held by the brake"))
+    waiting = next_runnable(store, later(31))
+    take(store, waiting, ME, later(31), LEASE,
+         Window(10, 60, released="failure domain rack-1 is down as a whole"))
+    kinds = [(e.kind, e.message) for e in store.events(item.uuid)]
+    assert kinds[-3:] == [
+        ("held", "held by the brake"),
+        ("released", "failure domain rack-1 is down as a whole"),
+        ("claimed", f"attempt 1 starts on {ME}")]
+
+
+def test_no_release_event_without_a_hold(store):
+    item = add(store)
+    take(store, next_runnable(store, NOW), ME, NOW, LEASE,
+         Window(10, 60, released="the gates pass"))
+    assert "released" not in [e.kind for e in store.events(item.uuid)]
 
 
 def test_hosts_in_recovery_are_the_running_host_failures(store):

@@ -1,9 +1,14 @@
-"""One poll per interval serves every instance in flight, on every host."""
+"""One poll serves every instance in flight, on every host, made when
+their evacuations are expected to have ended."""
+
+import datetime
 
 import pytest
 
 from recovery import exception
+from recovery.flows.watcher import MAX_GAP
 from recovery.flows.watcher import EvacuationWatcher
+from recovery.models import Migration
 from tests.unit.fakes import FakeClock
 from tests.unit.fakes import MemoryNova
 
@@ -42,6 +47,9 @@ def test_one_poll_per_interval_for_every_instance_of_every_host():
 
 
 def test_polls_start_one_interval_apart_whatever_a_poll_costs():
+    """Nothing has ended yet: the interval is the duration expected, and
+    the first poll waits for it (an evacuation just sent has not
+    ended)."""
     nova, clock = MemoryNova(), FakeClock()
     nova.add_server("a")
     nova.outcomes["a"] = "hang"
@@ -60,7 +68,7 @@ def test_polls_start_one_interval_apart_whatever_a_poll_costs():
         with pytest.raises(exception.WaitTimeout,
                            match="gave up after 2.5s waiting for a to move"):
             watch.ended("a", 0, timeout=2.5, what="a to move")
-    assert started == [0.0, 1.0, 2.0]
+    assert started == [1.0, 2.0]
 
 
 def test_the_shortest_interval_of_the_runs_is_the_cadence():
@@ -71,7 +79,8 @@ def test_the_shortest_interval_of_the_runs_is_the_cadence():
             watcher.follow(nova, 0.25) as fast:
         nova.evacuate("a")
         fast.ended("a", 0, timeout=60, what="a")
-    assert clock.t == 0.25
+    # Two polls (MemoryNova), 0.25 s apart.
+    assert clock.t == 0.5
 
 
 def test_newest_migration_of_an_instance_wins():
@@ -141,3 +150,117 @@ def test_nothing_is_polled_or_kept_once_no_run_follows():
         # A new run: its baseline poll sees the old migration as old.
         assert watch.baseline("a") == nova.migrations[-1]["id"]
     assert polls(nova) == 3
+
+
+class TimedNova:
+    """Evacuations that take the seconds a test gives each, by the fake
+    clock, stamped as Nova stamps them."""
+
+    def __init__(self, clock: FakeClock):
+        self.clock = clock
+        self.evacuations: dict[str, tuple[int, float, float]] = {}
+        self.polled: list[float] = []
+
+    def check(self) -> None:
+        pass
+
+    def evacuate(self, uuid: str, seconds: float) -> None:
+        self.evacuations[uuid] = (len(self.evacuations) + 1, self.clock.t,
+                                  seconds)
+
+    def list_evacuations(self, changes_since=None):
+        self.polled.append(self.clock.t)
+        found = []
+        for uuid, (ident, sent, seconds) in self.evacuations.items():
+            done = self.clock.t >= sent + seconds
+            found.append(Migration(
+                id=ident, uuid=f"mig-{ident}", instance_uuid=uuid,
+                status="done" if done else "running",
+                source_compute="compute-1", dest_compute="compute-2",
+                created_at=_stamp(sent),
+                updated_at=_stamp(sent + seconds if done else sent)))
+        return found
+
+
+def _stamp(t: float) -> datetime.datetime:
+    return (datetime.datetime(2026, 11, 22, tzinfo=datetime.timezone.utc)
+            + datetime.timedelta(seconds=t))
+
+
+def test_the_poll_waits_for_the_duration_learned_from_nova():
+    """The first evacuation is polled every interval until it ends, 2 s
+    by Nova's stamps; the next one is polled once, 2 s after it began
+    waiting."""
+    clock = FakeClock()
+    nova = TimedNova(clock)
+    watcher = EvacuationWatcher(clock)
+    with watcher.follow(nova, 0.5) as watch:
+        nova.evacuate("a", 2.0)
+        watch.ended("a", 0, timeout=60, what="a")
+        assert nova.polled == [0.5, 1.0, 1.5, 2.0]
+        nova.evacuate("b", 2.0)
+        watch.ended("b", 0, timeout=60, what="b")
+    assert nova.polled[4:] == [4.0]
+
+
+def test_one_poll_at_the_expected_end_confirms_every_evacuation_due():
+    clock = FakeClock()
+    nova = TimedNova(clock)
+    watcher = EvacuationWatcher(clock)
+    with watcher.follow(nova, 0.5) as watch:
+        nova.evacuate("a", 1.0)
+        watch.ended("a", 0, timeout=60, what="a")
+        polls = len(nova.polled)
+        for uuid in ("b", "c", "d"):
+            nova.evacuate(uuid, 1.0)
+        for uuid in ("b", "c", "d"):
+            assert watch.ended(uuid, 0, timeout=60,
+                               what=uuid).status == "done"
+    assert nova.polled[polls:] == [2.0]
+
+
+def test_an_evacuation_longer_than_expected_is_looked_at_each_duration():
+    """Learned: 1 s. One that takes 3.2 s is polled at its expected end
+    and then once a second (the duration: it alone waits), not every
+    interval."""
+    clock = FakeClock()
+    nova = TimedNova(clock)
+    watcher = EvacuationWatcher(clock)
+    with watcher.follow(nova, 0.25) as watch:
+        nova.evacuate("a", 1.0)
+        watch.ended("a", 0, timeout=60, what="a")
+        polls = len(nova.polled)
+        nova.evacuate("b", 3.2)
+        watch.ended("b", 0, timeout=60, what="b")
+    assert nova.polled[polls:] == [2.0, 3.0, 4.0, 5.0]
+
+
+def test_a_long_learned_duration_still_polls_every_max_gap():
+    """Learned: 20 s. The next evacuation ends after 2 s, and is seen at
+    the next poll, MAX_GAP after it began waiting, not 20 s later."""
+    clock = FakeClock()
+    nova = TimedNova(clock)
+    watcher = EvacuationWatcher(clock)
+    with watcher.follow(nova, 0.5) as watch:
+        nova.evacuate("a", 20.0)
+        watch.ended("a", 0, timeout=60, what="a")
+        polls = len(nova.polled)
+        began = clock.t
+        nova.evacuate("b", 2.0)
+        watch.ended("b", 0, timeout=60, what="b")
+    assert nova.polled[polls:] == [began + MAX_GAP]
+
+
+def test_the_learned_duration_is_forgotten_once_no_run_follows():
+    clock = FakeClock()
+    nova = TimedNova(clock)
+    watcher = EvacuationWatcher(clock)
+    with watcher.follow(nova, 0.5) as watch:
+        nova.evacuate("a", 3.0)
+        watch.ended("a", 0, timeout=60, what="a")
+    with watcher.follow(nova, 0.5) as watch:
+        nova.evacuate("b", 3.0)
+        polls = len(nova.polled)
+        watch.ended("b", 0, timeout=60, what="b")
+    # Polled every interval again, as at first.
+    assert nova.polled[polls:] == [3.5, 4.0, 4.5, 5.0, 5.5, 6.0]

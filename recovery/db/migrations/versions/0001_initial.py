@@ -15,6 +15,9 @@ down_revision = None
 branch_labels = None
 depends_on = None
 
+# Expand: the first schema: no engine ran before it.
+change = "expand"
+
 
 def upgrade() -> None:
     op.create_table(

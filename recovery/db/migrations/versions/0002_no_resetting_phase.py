@@ -17,6 +17,11 @@ down_revision = "0001"
 branch_labels = None
 depends_on = None
 
+# Contract: the previous release journals instances in the 'resetting' phase,
+# which this one no longer knows (and this migration rewrites rows its
+# runs may be in the middle of).
+change = "contract"
+
 
 def upgrade() -> None:
     op.execute("UPDATE instance_journal SET phase = 'locking' "

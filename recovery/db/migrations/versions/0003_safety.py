@@ -16,6 +16,10 @@ down_revision = "0002"
 branch_labels = None
 depends_on = None
 
+# Expand: a nullable column and a new table: the previous release never
+# reads them (nor honours the arming switch: disarm before upgrading).
+change = "expand"
+
 
 def upgrade() -> None:
     with op.batch_alter_table("notifications") as batch:

@@ -16,6 +16,9 @@ down_revision = "0003"
 branch_labels = None
 depends_on = None
 
+# Expand: new tables and a nullable column.
+change = "expand"
+
 
 def upgrade() -> None:
     op.create_table(

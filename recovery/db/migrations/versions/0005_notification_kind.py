@@ -28,6 +28,10 @@ down_revision = "0004"
 branch_labels = None
 depends_on = None
 
+# Contract: the previous release stores notifications without a kind, which
+# this one cannot read (the column is always written from here on).
+change = "contract"
+
 _BY_TYPE = {"VM": "instance", "PROCESS": "process",
             "COMPUTE_HOST": "host_failure"}
 # Rows per UPDATE of the host returns: far below any database's limit on

@@ -16,6 +16,11 @@ down_revision = "0005"
 branch_labels = None
 depends_on = None
 
+# Contract: the claims lock row serializes claims from here on: an engine of
+# the previous release claims without it, so it cannot share the
+# database with engines that take it.
+change = "contract"
+
 
 def upgrade() -> None:
     op.create_table(

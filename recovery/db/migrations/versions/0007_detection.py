@@ -18,6 +18,10 @@ down_revision = "0006"
 branch_labels = None
 depends_on = None
 
+# Expand: a nullable column and its unique index; the previous release never
+# writes it (NULLs never collide).
+change = "expand"
+
 
 def upgrade() -> None:
     op.add_column("notifications",

@@ -20,6 +20,10 @@ down_revision = "0007"
 branch_labels = None
 depends_on = None
 
+# Expand: nullable columns: entries the previous release writes show no
+# created_at, notifications no segment.
+change = "expand"
+
 
 def upgrade() -> None:
     op.add_column("instance_journal",

@@ -21,6 +21,9 @@ down_revision = "0008"
 branch_labels = None
 depends_on = None
 
+# Expand: a new table: the previous release logs no decisions.
+change = "expand"
+
 
 def upgrade() -> None:
     op.create_table(

@@ -19,6 +19,10 @@ down_revision = "0009"
 branch_labels = None
 depends_on = None
 
+# Expand: nullable columns: a run over entries without them reads each
+# instance's priority from its metadata again.
+change = "expand"
+
 
 def upgrade() -> None:
     op.add_column("instance_journal",

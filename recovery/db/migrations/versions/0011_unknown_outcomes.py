@@ -22,6 +22,10 @@ down_revision = "0010"
 branch_labels = None
 depends_on = None
 
+# Expand: nullable columns: a run over entries without them waits the whole
+# window, as for an evacuate just sent.
+change = "expand"
+
 
 def upgrade() -> None:
     op.add_column("instance_journal",

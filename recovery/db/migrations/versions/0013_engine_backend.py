@@ -15,6 +15,9 @@ down_revision = "0012"
 branch_labels = None
 depends_on = None
 
+# Expand: a nullable column the previous release never writes.
+change = "expand"
+
 
 def upgrade() -> None:
     op.add_column("engines", sa.Column("backend", sa.String(16),

@@ -1,0 +1,404 @@
+"""The failures tolerated and the game day, wired to Nova and the store.
+
+One look at the cloud (``look``) costs three requests to Nova and
+Placement, and one more per 1,000 instances, whatever the number of
+hosts: the services, Placement's providers and their room, and every
+instance (with its flavor). The segments are read from the store once
+per look. The flows then plan each failure as a run would
+(``recovery.flows.failures_tolerated``, ``simulate``), without asking
+Nova again.
+
+``CapacityWatch`` refreshes the figure in recovery-engine every
+``[capacity] refresh_interval``: the metric of each segment, and an
+event when a segment falls below ``failures_to_tolerate`` (and when it is
+back). Of several engines on one database, the first live one by name
+looks; the others export no figure.
+
+``simulate`` answers 'recovery simulate': the plans, the gates
+that would hold, an estimate of the time to recover from this cloud's
+own past evacuations; its only write is the event that says it ran.
+"""
+
+import dataclasses
+import datetime
+import fnmatch
+import logging
+import math
+import statistics
+from collections.abc import Callable
+from collections.abc import Sequence
+
+from oslo_config import cfg
+
+from recovery import concurrency
+from recovery import exception
+from recovery import hostnames
+from recovery.census import Census
+from recovery.db.claims import Start
+from recovery.db.claims import Window
+from recovery.db.claims import fits
+from recovery.db.segments import Host
+from recovery.db.segments import Segment
+from recovery.db.store import Store
+from recovery.domains import FailureDomains
+from recovery.domains import assess
+from recovery.events import Decision
+from recovery.events import Event
+from recovery.events import EventKind
+from recovery.flows import Cloud
+from recovery.flows import Env
+from recovery.flows import EvacuationWatcher
+from recovery.flows import Group
+from recovery.flows import Plan
+from recovery.flows import Settings
+from recovery.flows import Tolerance
+from recovery.flows import failures_tolerated
+from recovery.flows import if_each_failed
+from recovery.flows import placement_for_host
+from recovery.flows import simulate as simulate_plans
+from recovery.metrics import METRICS
+from recovery.nova import Nova
+from recovery.results import Outcome
+
+LOG = logging.getLogger(__name__)
+
+# The group of the detector's watched hosts, when there are no segments.
+WATCHED = "(watched hosts)"
+# Past events read for the estimate: the latest evacuations are enough.
+HISTORY_EVENTS = 20000
+
+
+class _Silent:
+    """A plan's recorder: a look records nothing."""
+
+    def step_changed(self, step, state, message, *, news=None,
+                     instances=None) -> None:
+        """Not recorded."""
+
+    def instance_changed(self, result) -> None:
+        """Not recorded."""
+
+
+class Segments:
+    """The failover segments and their hosts, read from the store once:
+    the recovery methods of every host of a look (``placement.for_host``
+    asks it, as it asks the store in a run), with no query per host."""
+
+    def __init__(self, store: Store):
+        self.segments: list[Segment] = store.list_segments()
+        self.hosts: dict[str, list[Host]] = {
+            s.uuid: store.list_hosts(s.uuid) for s in self.segments}
+        self._by_name = {h.name: (h, s) for s in self.segments
+                         for h in self.hosts[s.uuid]}
+
+    def host_record(self, name: str) -> tuple[Host, Segment] | None:
+        return self._by_name.get(name)
+
+    def reserved_hosts(self, segment_uuid: str,
+                       notification_uuid: str) -> list[Host]:
+        """As the store answers a new recovery: the reserved hosts not on
+        maintenance, by name."""
+        return sorted((h for h in self.hosts.get(segment_uuid, [])
+                       if h.reserved and not h.on_maintenance),
+                      key=lambda h: h.name)
+
+    def claim_reserved(self, host_uuid, notification_uuid, now) -> bool:
+        raise AssertionError("a look takes no reserved host")
+
+    def release_reserved(self, host_uuid, notification_uuid, now) -> None:
+        raise AssertionError("a look takes no reserved host")
+
+
+def look(nova: Nova) -> Cloud:
+    """Nova's services, Placement's room and every instance, now."""
+    return Cloud.of(nova.list_services(), nova.free_room(),
+                    nova.list_all_servers())
+
+
+def groups(conf: cfg.ConfigOpts, segments: Segments,
+           cloud: Cloud) -> list[Group]:
+    """Each enabled segment's hosts that may fail (not reserved); without
+    segments, the compute hosts the detector watches ([detector]
+    hosts)."""
+    if segments.segments:
+        return [Group(s.name, tuple(sorted(
+                    h.name for h in segments.hosts[s.uuid]
+                    if not h.reserved)))
+                for s in segments.segments if s.enabled]
+    patterns = conf.detector.hosts
+    return [Group(WATCHED, tuple(sorted(
+        s.host for s in cloud.services if s.binary == "nova-compute"
+        and any(fnmatch.fnmatchcase(s.host, p) for p in patterns))))]
+
+
+def _env(conf: cfg.ConfigOpts, nova: Nova,
+         clock: concurrency.Clock) -> Env:
+    return Env(nova=nova, clock=clock, settings=Settings.from_conf(conf),
+               recorder=_Silent(), watcher=EvacuationWatcher(clock))
+
+
+@dataclasses.dataclass(frozen=True)
+class View:
+    """'recovery capacity': each group's figure, and each host's plan
+    if it failed alone."""
+
+    target: int
+    groups: list[tuple[Tolerance, list[Plan]]]
+
+
+def capacity_view(conf: cfg.ConfigOpts, store: Store, nova: Nova,
+                  clock: concurrency.Clock) -> View:
+    env, cloud, segments = _env(conf, nova, clock), look(nova), Segments(store)
+    found = []
+    for group in groups(conf, segments, cloud):
+        def methods(host):
+            return placement_for_host(env, segments, host, "")
+        found.append((failures_tolerated(env, cloud, group, methods),
+                      if_each_failed(env, cloud, group, methods)))
+    return View(conf.capacity.failures_to_tolerate, found)
+
+
+class CapacityWatch:
+    """recovery-engine's refresh of the failures tolerated."""
+
+    def __init__(self, conf: cfg.ConfigOpts, store: Store, nova: Nova,
+                 clock: concurrency.Clock, name: str,
+                 busy: Callable[[], int] = lambda: 0):
+        """``busy``: the recoveries this engine runs; while there are any,
+        a refresh waits for the next interval, leaving Nova's request
+        budget to them."""
+        self.conf, self.store, self.nova, self.clock = conf, store, nova, clock
+        self.name = name
+        self._busy = busy
+        # Whether each group was short at the last look (its event said);
+        # its keys are the groups the metric has a series of.
+        self._short: dict[str, bool] = {}
+
+    def run(self, stopping: concurrency.Event) -> None:
+        """Refresh every ``refresh_interval`` until ``stopping``; the
+        first look one interval after the start, when the engine's own
+        start has settled."""
+        while True:
+            interval = self.conf.capacity.refresh_interval
+            # Switched off: look at the option again in a minute.
+            if self.clock.wait(stopping, interval or 60.0):
+                return
+            if self.conf.capacity.refresh_interval <= 0 or self._busy():
+                continue
+            try:
+                if self.first_engine():
+                    self.refresh()
+                else:
+                    self.forget()
+            except exception.RecoveryError as exc:
+                LOG.warning("Failures tolerated not refreshed: %s", exc)
+            except Exception:
+                LOG.exception("Failures tolerated not refreshed")
+
+    def first_engine(self) -> bool:
+        """Whether this engine is the first by name of the live ones
+        (seen within ``[engine] lease_seconds``): the one that looks, so
+        that several engines ask Nova once and say each change once. When
+        it stops or falls silent, the next one takes over."""
+        live = {e.name for e in self.store.engines()
+                if e.silent_for <= self.conf.engine.lease_seconds}
+        return self.name == min(live | {self.name})
+
+    def forget(self) -> None:
+        """Another engine looks: this one exports no figure of its own,
+        which would go stale."""
+        for name in self._short:
+            METRICS.failures_tolerated.remove(name)
+        self._short.clear()
+
+    def refresh(self) -> list[Tolerance]:
+        """One look: the metric of each group, and an event for each
+        group that fell below the target, or is back at it."""
+        target = self.conf.capacity.failures_to_tolerate
+        env, cloud = _env(self.conf, self.nova, self.clock), look(self.nova)
+        segments = Segments(self.store)
+
+        def methods(host):
+            return placement_for_host(env, segments, host, "")
+
+        found = [failures_tolerated(env, cloud, group, methods)
+                 for group in groups(self.conf, segments, cloud)]
+        METRICS.failures_to_tolerate.set(target)
+        # A group gone since (a segment deleted, disabled, renamed) leaves
+        # no series behind: its alert would fire for ever.
+        for name in set(self._short) - {t.group.name for t in found}:
+            METRICS.failures_tolerated.remove(name)
+            del self._short[name]
+        for tolerance in found:
+            name = tolerance.group.name
+            METRICS.failures_tolerated.labels(name).set(tolerance.tolerated)
+            short = tolerance.tolerated < target
+            was_short = self._short.get(name, False)
+            self._short[name] = short
+            if was_short == short:
+                continue
+            if short:
+                message = (f"tolerates {tolerance.tolerated} host "
+                           f"failure(s), fewer than [capacity] "
+                           f"failures_to_tolerate = {target}: "
+                           f"{tolerance.breaks}")
+                LOG.warning("Segment %s %s", name, message)
+                kind = EventKind.CAPACITY_SHORT
+            else:
+                message = (f"tolerates {tolerance.tolerated} host "
+                           f"failure(s) again ([capacity] "
+                           f"failures_to_tolerate = {target})")
+                kind = EventKind.CAPACITY_OK
+            self.store.add_event(Decision(self.name, name, kind, message),
+                                 self.clock.now())
+        return found
+
+
+@dataclasses.dataclass(frozen=True)
+class GateVerdict:
+    gate: str
+    holds: bool
+    says: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Estimate:
+    """The time to recover, from this cloud's past evacuations."""
+
+    seconds: float | None
+    says: str
+
+
+@dataclasses.dataclass(frozen=True)
+class Simulation:
+    failed: tuple[str, ...]
+    plans: list[Plan]
+    gates: list[GateVerdict]
+    estimate: Estimate
+
+
+def simulate(conf: cfg.ConfigOpts, store: Store, nova: Nova,
+             clock: concurrency.Clock, failed: Sequence[str],
+             actor: str) -> Simulation:
+    """What ``failed`` failing now would do, from today's Nova and
+    Placement: reads only, and one event that says it ran."""
+    env, cloud = _env(conf, nova, clock), look(nova)
+    computes = {s.host for s in cloud.services if s.binary == "nova-compute"}
+    for host in failed:
+        if host not in computes:
+            raise hostnames.unknown_host(host)
+    segments = Segments(store)
+    plans = simulate_plans(env, cloud, failed, lambda host: (
+        placement_for_host(env, segments, host, "")))
+    verdicts = gates(conf, store, nova, clock, cloud, failed)
+    estimate = estimate_time(store, plans, env.settings.threads,
+                             conf.engine.max_concurrent_host_recoveries)
+    evacuated = sum(r.outcome is Outcome.PLANNED
+                    for p in plans for r in p.report.instances)
+    short = sum(len(p.forecast.short) for p in plans)
+    held = [v.gate for v in verdicts if v.holds]
+    store.add_event(Decision(
+        actor, ", ".join(failed), EventKind.SIMULATED,
+        f"simulated the failure of {', '.join(failed)}: {evacuated} "
+        f"instance(s) evacuated, {short} without room predicted; "
+        f"{'held by ' + ', '.join(held) if held else 'no gate holds'}; "
+        f"time to recover: {estimate.says}; nothing changed"), clock.now())
+    return Simulation(tuple(failed), plans, verdicts, estimate)
+
+
+def gates(conf: cfg.ConfigOpts, store: Store, nova: Nova,
+          clock: concurrency.Clock, cloud: Cloud,
+          failed: Sequence[str]) -> list[GateVerdict]:
+    """Which of the engine's gates would hold these failures: disarm,
+    the mass-failure brake (as ``gates.Gates`` judges it, the hosts down
+    or in recovery now counted too), the per-window cap."""
+    group = conf.safety
+    arming = store.arming()
+    verdicts = [GateVerdict(
+        "disarm", not arming.armed,
+        "armed" if arming.armed else
+        f"disarmed by {arming.changed_by}: {arming.reason}; nothing "
+        f"starts until 'recovery arm'")]
+    census = Census(cloud.services, group.service_down_time)
+    computes = {s.host for s in census.computes}
+    down = census.down_hosts() | (store.hosts_in_recovery() & computes)
+    assessment = assess(
+        down | set(failed), computes,
+        FailureDomains(conf, nova, clock).of_hosts(),
+        max_percent=group.max_failed_hosts_percent,
+        max_domains=group.max_failed_domains, noun="compute services")
+    verdict = assessment.verdict
+    if computes and down | set(failed) >= computes:
+        verdict = (f"every one of the {len(computes)} compute services "
+                   f"would look down at once")
+    verdicts.append(GateVerdict(
+        "brake", verdict is not None,
+        verdict or f"{len((down | set(failed)) & computes)} of "
+                   f"{len(computes)} compute services down or in recovery: "
+                   f"under max_failed_hosts_percent "
+                   f"({group.max_failed_hosts_percent}%)"))
+    window = Window(group.max_host_recoveries_per_window,
+                    group.window_seconds)
+    starts = list(store.recoveries_started_within(window.seconds))
+    waiting = []
+    for host in failed:
+        domain = assessment.domain_of(host)
+        if fits(starts, dataclasses.replace(window, domain=domain)):
+            starts.append(Start(0.0, domain))
+        else:
+            waiting.append(host)
+    verdicts.append(GateVerdict(
+        "window", bool(waiting),
+        f"{', '.join(waiting)} would wait: more than "
+        f"max_host_recoveries_per_window ({window.cap}) starts in "
+        f"{window.seconds:g} s" if waiting else
+        f"{len(starts)} of {window.cap} starts in the last "
+        f"{window.seconds:g} s, these included"))
+    return verdicts
+
+
+def estimate_time(store: Store, plans: Sequence[Plan], threads: int,
+                  concurrent: int) -> Estimate:
+    """From the evacuations this cloud's past recoveries recorded (each
+    instance's 'evacuating' event to its 'recovered' one): the median
+    per instance, times the rounds of ``threads`` each priority phase
+    takes; ``concurrent`` hosts recovered side by side (one engine's
+    ``max_concurrent_host_recoveries``: more engines go faster), the
+    longest first. A per-window cap that holds adds its wait, which the
+    gates' verdict says."""
+    durations = evacuation_seconds(store.events(limit=HISTORY_EVENTS))
+    if not durations:
+        return Estimate(None, "no estimate: no past evacuation recorded "
+                              "in this store")
+    median = statistics.median(durations)
+    each = []
+    for plan in plans:
+        phases: dict[int | None, int] = {}
+        for result in plan.report.instances:
+            if result.outcome is Outcome.PLANNED:
+                phases[result.priority_phase] = phases.get(
+                    result.priority_phase, 0) + 1
+        each.append(sum(math.ceil(n / threads) for n in phases.values()))
+    # Waves of ``concurrent`` hosts, each as long as its longest.
+    each.sort(reverse=True)
+    rounds = sum(each[::concurrent])
+    seconds = rounds * median
+    return Estimate(seconds, (
+        f"about {seconds:.0f} s: {rounds} round(s) of "
+        f"{threads} evacuation(s) at the median {median:.1f} s of the "
+        f"{len(durations)} past evacuation(s) recorded"))
+
+
+def evacuation_seconds(events: Sequence[Event]) -> list[float]:
+    """Each recorded evacuation's time: from an instance's 'evacuating'
+    event to its 'recovered' event in the same run."""
+    started: dict[tuple[str | None, str], datetime.datetime] = {}
+    found = []
+    for event in events:
+        key = (event.notification_uuid, event.subject)
+        if event.kind == EventKind.EVACUATING.value:
+            started.setdefault(key, event.created_at)
+        elif event.kind == EventKind.RECOVERED.value and key in started:
+            found.append((event.created_at
+                          - started.pop(key)).total_seconds())
+    return found
