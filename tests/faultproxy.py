@@ -27,6 +27,8 @@ regular expression searched in the path and query, and the server action
 named by a JSON body such as ``{"lock": ...}``) and has uses left decides,
 drawing from ``random.Random(seed)``: one fault, or none, by the rule's
 fractions. Rules with a fraction of 1 and ``times=1`` pick one request.
+A rule's ``max_in_a_row`` lets the next try of a request through after
+that many faults in a row, so that a client's retries can outlast them.
 
 HTTP/1.1 with keep-alive on the client side (recovery's requests pool),
 ``Content-Length`` or chunked request bodies, one upstream connection per
@@ -96,7 +98,14 @@ class Rule:
     #: proxy's ``hold``): e.g. deliver a held ``lock`` after the
     #: ``unlock`` that follows it.
     after: Match | None = None
+    #: At most this many faults in a row for one request (its method,
+    #: path without the query, and action); the next try goes through.
+    #: None: no limit. A transient fault, as a client's retries meet it.
+    max_in_a_row: int | None = None
     used: int = 0
+    #: Faults in a row so far, by request.
+    streaks: Counter[tuple[str, str, str | None]] = dataclasses.field(
+        default_factory=Counter)
 
     def __post_init__(self) -> None:
         unknown = set(self.faults) - set(FAULTS)
@@ -121,22 +130,31 @@ class Rule:
     def mix(cls, faults: dict[str, float], *, method: str | None = None,
             path: str | None = None, action: str | None = None,
             times: int | None = None,
-            late_by: float | tuple[float, float] | None = None) -> Rule:
+            late_by: float | tuple[float, float] | None = None,
+            max_in_a_row: int | None = None) -> Rule:
         """Each fault on its fraction of the matching requests."""
         return cls(dict(faults), Match(method, path, action), times=times,
-                   late_by=late_by)
+                   late_by=late_by, max_in_a_row=max_in_a_row)
 
     def usable(self) -> bool:
         return self.times is None or self.used < self.times
 
-    def draw(self, rng: random.Random) -> str | None:
-        """One fault or none, by the fractions."""
-        roll, edge = rng.random(), 0.0
+    def draw(self, rng: random.Random, record: Record) -> str | None:
+        """One fault or none for ``record``, by the fractions and the
+        limit in a row."""
+        roll, edge, drawn = rng.random(), 0.0, None
         for fault, fraction in self.faults.items():
             edge += fraction
             if roll < edge:
-                return fault
-        return None
+                drawn = fault
+                break
+        key = (record.method, record.path.split("?", 1)[0], record.action)
+        if drawn is None or (self.max_in_a_row is not None
+                             and self.streaks[key] >= self.max_in_a_row):
+            self.streaks.pop(key, None)
+            return None
+        self.streaks[key] += 1
+        return drawn
 
 
 @dataclasses.dataclass
@@ -355,7 +373,7 @@ class FaultProxy:
         for rule in self.rules:
             if rule.usable() and rule.match.matches(
                     record.method, record.path, record.action):
-                fault = rule.draw(self._rng)
+                fault = rule.draw(self._rng, record)
                 if fault is not None:
                     rule.used += 1
                 late_by = self.late_by if rule.late_by is None \

@@ -146,13 +146,15 @@ def ours(locked_reason: str | None) -> bool:
 
 
 def realistic_mix(late_by: tuple[float, float] = (0.2, 4.0),
-                  scale: float = 1.0) -> list[Rule]:
+                  scale: float = 1.0,
+                  max_in_a_row: int | None = None) -> list[Rule]:
     """A seeded soak's faults: server actions (lock, evacuate, unlock...)
     often, every other request (reads, service updates, Placement)
     less; ``scale`` multiplies every fraction. A late delivery lands
     ``late_by`` after the client gave up, which must stay below the
     ``[nova] late_request_margin`` given to recovery: a request later
-    than that is beyond what it can know."""
+    than that is beyond what it can know. ``max_in_a_row``: at most that
+    many faults in a row for one request (None: no limit)."""
     actions = {"503": 0.06, "reset_before": 0.04, "reset_after": 0.04,
                "late_answer": 0.04, "late_delivery": 0.06}
     others = {"503": 0.03, "reset_before": 0.01, "reset_after": 0.01,
@@ -160,7 +162,7 @@ def realistic_mix(late_by: tuple[float, float] = (0.2, 4.0),
     return [
         Rule.mix({f: p * scale for f, p in actions.items()},
                  method="POST", path=r"/servers/[^/]+/action$",
-                 late_by=late_by),
+                 late_by=late_by, max_in_a_row=max_in_a_row),
         Rule.mix({f: p * scale for f, p in others.items()},
-                 late_by=late_by),
+                 late_by=late_by, max_in_a_row=max_in_a_row),
     ]

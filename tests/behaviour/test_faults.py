@@ -152,12 +152,23 @@ def test_a_late_delivered_lock_leaves_no_lock(real, tmp_path):
 
 def test_a_mix_of_faults_recovers_every_instance_unlocked(real, tmp_path):
     """503s, resets before and after Nova acted, late answers and late
-    deliveries, seeded: every instance moved once, none left locked."""
+    deliveries, seeded: every instance moved once, none left locked.
+
+    The faults are transient: no request meets more than two in a row,
+    so its third try gets through, within [nova] api_retries (3). Which
+    request draws which fault follows the arrival order, which the
+    threads decide. Without the limit, a server action is faulted 48 %
+    of the time here, so each lock had about 5 % odds (0.48 ** 4) of
+    failing on all four of its tries, and then recovery rightly reports
+    that instance failed: CI once saw it. Faults beyond the retries are
+    the soak's subject (benchmarks/soak.py): an instance may fail there,
+    but is never left locked or moved twice."""
     host = "compute-3"
     ids = real.boot(host, [Spec(f"vm-{n}") for n in range(6)])
     real.fail_host(host)
     run, records = proxied_run(
-        real, tmp_path, host, realistic_mix(scale=2.0, late_by=(0.2, 3.0)),
+        real, tmp_path, host,
+        realistic_mix(scale=2.0, late_by=(0.2, 3.0), max_in_a_row=2),
         seed=3, margin=5)
     faults = [r.fault for r in records if r.fault]
     assert len(faults) >= 4, faults  # the mix did bite

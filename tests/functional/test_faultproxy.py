@@ -156,3 +156,15 @@ def test_a_seed_draws_the_same_faults(upstream):
     assert faults(4) == faults(4)
     assert faults(4) != faults(5)
     assert {"503", "reset_before", None} == set(faults(4))
+
+
+def test_max_in_a_row_lets_the_next_try_through(upstream):
+    rules = [Rule.mix({"503": 1.0}, max_in_a_row=2)]
+    with FaultProxy(upstream.url, rules=rules) as proxy, \
+            requests.Session() as session:
+        statuses = [session.get(f"{proxy.endpoint}/servers?n={n}",
+                                timeout=5).status_code for n in range(6)]
+        other = session.get(f"{proxy.endpoint}/flavors", timeout=5)
+    # One request, whatever its query: two faults, then one through.
+    assert statuses == [503, 503, 200, 503, 503, 200]
+    assert other.status_code == 503  # another request has a streak of its own
