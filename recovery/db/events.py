@@ -15,6 +15,7 @@ written alone (``add_event``).
 """
 
 import datetime
+from collections.abc import Collection
 from typing import Any
 
 import sqlalchemy as sa
@@ -75,12 +76,16 @@ class EventStore(Transactional):
     def events(self, notification_uuid: str | None = None,
                since: datetime.datetime | None = None,
                limit: int | None = None,
-               host: str | None = None) -> list[Event]:
+               host: str | None = None,
+               kinds: Collection[str] | None = None) -> list[Event]:
         """Events in the order they were recorded: those of one
         notification, those at or after ``since``, those about ``host``
-        (its own, and its notifications'); the last ``limit`` of them."""
+        (its own, and its notifications'), those of ``kinds``; the last
+        ``limit`` of them."""
         table = events_table
         query = table.select()
+        if kinds is not None:
+            query = query.where(table.c.kind.in_(sorted(kinds)))
         if notification_uuid is not None:
             query = query.where(table.c.notification_uuid
                                 == notification_uuid)

@@ -171,7 +171,9 @@ class CapacityWatch:
         self.name = name
         self._busy = busy
         # Whether each group was short at the last look (its event said);
-        # its keys are the groups the metric has a series of.
+        # its keys are the groups the metric has a series of. A group
+        # this engine has not looked at yet goes on from the last event
+        # about it: another engine's, or this one's before a restart.
         self._short: dict[str, bool] = {}
 
     def run(self, stopping: concurrency.Event) -> None:
@@ -233,7 +235,9 @@ class CapacityWatch:
             name = tolerance.group.name
             METRICS.failures_tolerated.labels(name).set(tolerance.tolerated)
             short = tolerance.tolerated < target
-            was_short = self._short.get(name, False)
+            was_short = self._short.get(name)
+            if was_short is None:
+                was_short = self._said_short(name)
             self._short[name] = short
             if was_short == short:
                 continue
@@ -252,6 +256,13 @@ class CapacityWatch:
             self.store.add_event(Decision(self.name, name, kind, message),
                                  self.clock.now())
         return found
+
+    def _said_short(self, group: str) -> bool:
+        """Whether the last capacity event about ``group`` said it was
+        short, whichever engine said it."""
+        said = self.store.events(host=group, limit=1, kinds=(
+            EventKind.CAPACITY_SHORT.value, EventKind.CAPACITY_OK.value))
+        return bool(said) and said[0].kind == EventKind.CAPACITY_SHORT.value
 
 
 @dataclasses.dataclass(frozen=True)

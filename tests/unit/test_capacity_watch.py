@@ -168,6 +168,32 @@ def test_of_several_engines_the_first_live_one_looks(conf, store, nova):
     assert len(nova.calls) == 6 and tolerated(capacity.WATCHED) is None
 
 
+def test_the_engine_that_takes_over_goes_on_from_what_was_said(
+        conf, store, nova):
+    """A short cloud is announced once, whichever engine looks, and a
+    restarted engine too; the one that took over says when it is
+    back."""
+    conf.set_override("failures_to_tolerate", 3, group="capacity")
+    clock = FakeClock()
+
+    def kinds():
+        return [(e.actor, e.kind) for e in store.events()]
+
+    capacity.CapacityWatch(conf, store, nova, clock, "e-1").refresh()
+    assert kinds() == [("e-1", "capacity-short")]
+    store.add_event(Decision("e-1", capacity.WATCHED, EventKind.HELD, "x"),
+                    clock.now())
+    second = capacity.CapacityWatch(conf, store, nova, clock, "e-2")
+    second.refresh()
+    assert kinds()[-1] == ("e-1", "held")        # still short: nothing
+    conf.set_override("failures_to_tolerate", 1, group="capacity")
+    second.refresh()
+    assert kinds()[-1] == ("e-2", "capacity-ok")
+    # A restart (a new watch) that finds it as it was last said: silent.
+    capacity.CapacityWatch(conf, store, nova, clock, "e-2").refresh()
+    assert len(kinds()) == 3
+
+
 class StopAfter:
     """An event that is set once ``seconds`` have passed on ``clock``
     (the watch waits on it with the clock)."""

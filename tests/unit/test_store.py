@@ -1120,3 +1120,16 @@ def test_arming_and_disarming_are_events(store):
          "no recovery starts until 'recovery arm': rack 3 network work"),
         ("bob@ctl-2", "all hosts", "armed",
          "recoveries start again; what waited runs if it is still valid")]
+
+
+def test_events_of_some_kinds(store):
+    for kind in (EventKind.CAPACITY_SHORT, EventKind.HELD,
+                 EventKind.CAPACITY_OK, EventKind.HELD):
+        store.add_event(Decision("e-1", "rack-1", kind, kind.value), NOW)
+    store.add_event(Decision("e-1", "rack-2", EventKind.CAPACITY_SHORT,
+                             "other"), NOW)
+    wanted = ("capacity-short", "capacity-ok")
+    assert [e.kind for e in store.events(host="rack-1", kinds=wanted)] == [
+        "capacity-short", "capacity-ok"]
+    [last] = store.events(host="rack-1", kinds=wanted, limit=1)
+    assert last.kind == "capacity-ok"
