@@ -111,6 +111,17 @@ def settings(**overrides: Any) -> Settings:
 
 
 @dataclasses.dataclass
+class SegmentRecord:
+    """A segment or host row, as ``recovery.flows.placement`` reads it
+    from the store (reserved hosts and their claims)."""
+
+    uuid: str
+    name: str
+    claimed_by: str | None = None
+    recovery_method: str = "reserved_host"
+
+
+@dataclasses.dataclass
 class FakeServer:
     id: str
     name: str

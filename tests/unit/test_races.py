@@ -33,6 +33,7 @@ from recovery.results import Outcome
 from recovery.results import Phase
 from tests.unit.fakes import FakeClock
 from tests.unit.fakes import ListRecorder
+from tests.unit.fakes import SegmentRecord
 from tests.unit.fakes import make_env
 
 # The longest a test waits for a thread: only a failing run waits it.
@@ -282,24 +283,16 @@ def test_a_late_phase_s_failed_record_never_masks_the_task_s_error():
 
 
 # -- reserved hosts -------------------------------------------------------
-@dataclasses.dataclass
-class Record:
-    uuid: str
-    name: str
-    claimed_by: str | None = None
-    recovery_method: str = "reserved_host"
-
-
 class ReservedStore:
     """The store's reserved hosts, with the claims counted."""
 
     def __init__(self, names) -> None:
-        self.hosts = [Record(f"h-{name}", name) for name in names]
+        self.hosts = [SegmentRecord(f"h-{name}", name) for name in names]
         self.claims: list[str] = []
         self._lock = threading.Lock()
 
     def host_record(self, name):
-        return Record("h-dead", name), Record("seg", "seg")
+        return SegmentRecord("h-dead", name), SegmentRecord("seg", "seg")
 
     def reserved_hosts(self, segment_uuid, notification_uuid):
         with self._lock:

@@ -20,6 +20,7 @@ from recovery.flows.placement import for_host
 from recovery.models import Need
 from recovery.results import Outcome
 from tests.unit.fakes import MemoryNova
+from tests.unit.fakes import SegmentRecord
 from tests.unit.fakes import make_env
 
 # One "slot": a host of room R holds R // SLOT instances.
@@ -152,21 +153,14 @@ class Segment:
     """A store of one reserved_host segment (the protocol of
     ``placement.for_host``)."""
 
-    @dataclasses.dataclass
-    class Record:
-        uuid: str
-        name: str
-        claimed_by: str | None = None
-        recovery_method: str = "reserved_host"
-
     def __init__(self, members, reserved, method="reserved_host"):
-        self.segment = self.Record("seg", "seg", recovery_method=method)
+        self.segment = SegmentRecord("seg", "seg", recovery_method=method)
         self.members = set(members)
-        self.reserved = [self.Record(f"r-{n}", n) for n in reserved]
+        self.reserved = [SegmentRecord(f"r-{n}", n) for n in reserved]
 
     def host_record(self, name):
         if name in self.members:
-            return self.Record(name, name), self.segment
+            return SegmentRecord(name, name), self.segment
         return None
 
     def reserved_hosts(self, segment_uuid, notification_uuid):
