@@ -15,8 +15,7 @@ said it is writing its dump.
 The parameters, password included, go to the agent on standard input
 only: never on a command line or in the environment (the IPMI agents,
 which would put it on ipmitool's, get it through a private file
-instead). Each call is
-bounded; an agent that outlives its time is killed with everything it
+instead: ``ipmitool_shim``). Each call is bounded; an agent that outlives its time is killed with everything it
 started (it runs in a session of its own). ``_translate`` is the one
 place where an agent's answers become FencingError.
 """
@@ -27,18 +26,16 @@ import functools
 import logging
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 import xml.etree.ElementTree as ElementTree
-from collections.abc import Iterator
 from collections.abc import Mapping
 
 from recovery import concurrency
 from recovery.exception import ConfigError
 from recovery.exception import FencingError
+from recovery.fencing import ipmitool_shim
 from recovery.fencing.fencer import BmcRefused
 from recovery.fencing.fencer import BmcSettings
 from recovery.fencing.fencer import Check
@@ -72,21 +69,6 @@ REFUSAL_REPEATS = 3
 # How long past its own timeout an agent that waits (fence_kdump) may
 # take to end by itself before it is killed.
 _GRACE = 1.0
-# The ipmitool an IPMI agent runs instead of the real one (see
-# _ipmitool_without_password): the agent's ``-P ''`` becomes ``-f FILE``.
-_IPMITOOL_SHIM = """#!/bin/sh
-for arg do
-    shift
-    if [ "$skip" = 1 ]; then skip=0; continue; fi
-    if [ "$arg" = -P ]; then
-        set -- "$@" -f {password_file}
-        skip=1
-    else
-        set -- "$@" "$arg"
-    fi
-done
-exec {ipmitool} "$@"
-"""
 # What the agents add to any failure, and says nothing of it.
 _NOISE = "Please use '-h' for usage"
 # A log line's time stamp, as the agents' logging writes it.
@@ -194,45 +176,6 @@ def run(path: str, parameters: Mapping[str, str], seconds: float) -> Answer:
     return Answer(process.returncode, (out or "") + (err or ""))
 
 
-@contextlib.contextmanager
-def _ipmitool_without_password(password: str, ipmitool: str) -> Iterator[str]:
-    """An ipmitool for one call of an IPMI agent (fence_ipmilan,
-    fence_idrac, fence_ilo3/4/5, fence_imm, ...), and its password.
-
-    Those agents give ipmitool the password as ``-P PASSWORD``: on its
-    command line, which every local user can read in /proc until
-    ipmitool overwrites it (some milliseconds, three times a power-off).
-    So the agent gets no password and runs this script instead: the
-    real ipmitool with ``-f FILE`` for the agent's empty ``-P ''``. The
-    file (mode 600) and the script are in a directory of their own,
-    removed when the call is over.
-    """
-    directory = tempfile.mkdtemp(prefix="recovery-fence-")
-    password_file = os.path.join(directory, "password")
-    script = os.path.join(directory, "ipmitool")
-    try:
-        _write(password_file, password + "\n", 0o600)
-        _write(script, _IPMITOOL_SHIM.format(
-            password_file=shlex.quote(password_file),
-            ipmitool=shlex.quote(ipmitool)), 0o700)
-        yield script
-    finally:
-        shutil.rmtree(directory, ignore_errors=True)
-
-
-def _noexec(directory: str) -> bool:
-    try:
-        return bool(os.statvfs(directory).f_flag & os.ST_NOEXEC)
-    except OSError:
-        return False      # mkdtemp will say what is wrong with it
-
-
-def _write(path: str, text: str, mode: int) -> None:
-    descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-    with os.fdopen(descriptor, "w", encoding="utf-8") as handle:
-        handle.write(text)
-
-
 def _kill(process: "subprocess.Popen[str]") -> None:
     """Kill the agent and what it started (ipmitool, ...); reap it in the
     background."""
@@ -272,20 +215,14 @@ class AgentFencer(Fencer):
                                    and "timeout" in info.parameters
                                    and "timeout" not in parameters)
         # An ipmitool agent gets its password through a file (see
-        # _ipmitool_without_password), never on ipmitool's command line.
+        # ipmitool_shim), never on ipmitool's command line.
         self._ipmitool = None
         if "ipmitool_path" in info.parameters:
             self._ipmitool = (self.parameters.pop("ipmitool_path", None)
                               or _which("ipmitool") or "/usr/bin/ipmitool")
-            if settings.password.reveal() and _noexec(tempfile.gettempdir()):
-                raise ConfigError(
-                    f"{self.agent} for {settings.host}: the ipmitool "
-                    f"wrapper that keeps its password off ipmitool's "
-                    f"command line runs from the temporary directory "
-                    f"{tempfile.gettempdir()}, which is mounted noexec; "
-                    f"set TMPDIR to a private directory it may run from "
-                    f"(in the unit: RuntimeDirectory=recovery and "
-                    f"Environment=TMPDIR=/run/recovery)")
+            if settings.password.reveal():
+                ipmitool_shim.check_runnable(
+                    f"{self.agent} for {settings.host}")
 
     def describe(self) -> str:
         if self.proves_by_off:
@@ -308,7 +245,8 @@ class AgentFencer(Fencer):
             with contextlib.ExitStack() as stack:
                 if password and self._ipmitool is not None:
                     parameters["ipmitool_path"] = stack.enter_context(
-                        _ipmitool_without_password(password, self._ipmitool))
+                        ipmitool_shim.without_password(
+                            password, self._ipmitool))
                 elif password:
                     parameters["password"] = password
                 elif self._ipmitool is not None:
