@@ -19,10 +19,14 @@ module is the one place where its library's (or agent's) errors become
 ``FencingError``. Passwords are held in ``Secret`` and never appear in a
 message, a log line, a repr or a command line.
 
-The parts: ``credentials`` (``[fencing]`` and the credentials file),
-``levels`` (a host's levels and devices), ``fencer`` (the
-power-off-and-verify loop every driver shares), ``secret``, and one
-module per driver. This face names what the rest of recovery uses.
+The parts: ``credentials`` (each host's settings, from ``[fencing]``
+and the credentials file), ``credentials_file`` (reading that file),
+``values`` (one setting, where it was written, and its checks),
+``devices`` (a device's fencer built from its settings), ``levels`` (a
+host's levels and devices), ``fencer`` (the power-off-and-verify loop
+every driver shares), ``secret``, and one module per driver
+(``agent`` with its ``ipmitool_shim``). This face names what the rest
+of recovery uses.
 """
 
 from recovery.fencing.credentials import Fencing
