@@ -22,8 +22,6 @@ out, whatever the holder's own clock says.
 
 import dataclasses
 import datetime
-import os
-import socket
 import time
 import uuid as uuidlib
 from collections.abc import Callable
@@ -44,6 +42,7 @@ from recovery.db.tables import locks
 from recovery.db.tables import notifications
 from recovery.events import Decision
 from recovery.events import EventKind
+from recovery.identity import owner_gone
 from recovery.notification import COMMANDS
 from recovery.notification import Kind
 from recovery.notification import Notification
@@ -83,31 +82,6 @@ def fits(starts: list[Start], window: Window) -> bool:
             start.domain == window.domain for start in starts):
         return True
     return len(starts) < window.cap
-
-
-def this_process() -> str:
-    """The owner name of a lease taken by this process."""
-    return f"{socket.gethostname()}:{os.getpid()}"
-
-
-def split_owner(owner: str | None) -> tuple[str, int | None]:
-    """The host and pid of a ``this_process()`` name."""
-    host, _, pid = (owner or "").rpartition(":")
-    return host, int(pid) if pid.isdigit() else None
-
-
-def owner_gone(owner: str | None) -> bool:
-    """True when ``owner`` was a process of this host that has exited."""
-    host, pid = split_owner(owner)
-    if host != socket.gethostname() or pid is None or pid == os.getpid():
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
 
 
 @dataclasses.dataclass(frozen=True)

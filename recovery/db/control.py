@@ -12,16 +12,16 @@ import sqlalchemy as sa
 
 from recovery import exception
 from recovery.db import events
-from recovery.db.claims import owner_gone
-from recovery.db.connection import HEAD_REVISION
 from recovery.db.connection import database_now
-from recovery.db.connection import floor_refusal
+from recovery.db.revisions import HEAD_REVISION
+from recovery.db.revisions import floor_refusal
 from recovery.db.tables import arming
 from recovery.db.tables import engines
 from recovery.db.tables import notifications
 from recovery.db.tables import probe_views
 from recovery.db.tables import schema_floor
 from recovery.db.transaction import Transactional
+from recovery.identity import owner_gone
 from recovery.notification import Kind
 from recovery.notification import Status
 

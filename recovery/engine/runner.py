@@ -28,7 +28,6 @@ from oslo_config import cfg
 from recovery import concurrency
 from recovery import exception
 from recovery import intake
-from recovery.db.claims import this_process
 from recovery.db.store import Store
 from recovery.engine.lease import Lease
 from recovery.engine.lease import LeaseKeeper
@@ -45,6 +44,7 @@ from recovery.flows import placement_for_host
 from recovery.flows import recover_host
 from recovery.flows import restart_instance
 from recovery.flows import return_host
+from recovery.identity import this_process
 from recovery.metrics import InstanceOutcomes
 from recovery.models import parse_time
 from recovery.notification import DETECTOR

@@ -30,7 +30,6 @@ from recovery.api import app
 from recovery.api import auth
 from recovery.api import health
 from recovery.api import starting
-from recovery.db.claims import this_process
 from recovery.db.store import Store
 from recovery.db.store import Unreachable
 from recovery.db.store import open_conf_store
@@ -41,6 +40,7 @@ from recovery.engine.gates import Gates
 from recovery.engine.lease import LeaseKeeper
 from recovery.engine.service import Engine
 from recovery.engine.systemd import Notifier
+from recovery.identity import this_process
 from recovery.metrics import METRICS
 from recovery.nova import load_nova
 

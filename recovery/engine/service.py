@@ -37,8 +37,6 @@ from oslo_config import cfg
 
 from recovery import concurrency
 from recovery import exception
-from recovery.db.claims import split_owner
-from recovery.db.claims import this_process
 from recovery.db.control import HostLoad
 from recovery.db.store import Store
 from recovery.engine import runner
@@ -48,6 +46,8 @@ from recovery.engine.gates import Gates
 from recovery.engine.lease import LeaseKeeper
 from recovery.events import Decision
 from recovery.events import EventKind
+from recovery.identity import split_owner
+from recovery.identity import this_process
 from recovery.metrics import METRICS
 from recovery.notification import Kind
 from recovery.notification import Notification
