@@ -86,6 +86,20 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--debug", action="store_true",
                         help="Log DEBUG messages on stderr.")
     commands = parser.add_subparsers(dest="command", required=True)
+    # The order here is the order of --help and of the CLI reference.
+    _add_host_commands(commands)
+    _add_arming_commands(commands)
+    _add_notifications_commands(commands)
+    segments.add_parsers(commands)
+    events.add_parser(commands)
+    fencing.add_parser(commands)
+    capacity.add_parsers(commands)
+    _add_db_commands(commands)
+    return parser
+
+
+def _add_host_commands(commands: argparse._SubParsersAction) -> None:
+    """host-failure and host-return."""
     host = commands.add_parser(
         "host-failure", help="Evacuate every instance of a failed host.",
         description="Isolate a failed compute host (force-down, disable) "
@@ -104,6 +118,10 @@ def build_parser() -> argparse.ArgumentParser:
                     "force-down, then enable it. Refused while guests "
                     "are still moving away from it.")
     back.add_argument("host", help="Service host name of the host.")
+
+
+def _add_arming_commands(commands: argparse._SubParsersAction) -> None:
+    """disarm, arm and status."""
     disarm = commands.add_parser(
         "disarm", help="Stop recovery-engine from starting recoveries.",
         description="Notifications are still accepted and recorded, and "
@@ -117,6 +135,11 @@ def build_parser() -> argparse.ArgumentParser:
     commands.add_parser("status", help="Armed or disarmed, and the "
                                        "notifications in flight or "
                                        "waiting.")
+
+
+def _add_notifications_commands(commands: argparse._SubParsersAction
+                                ) -> None:
+    """notifications list, show and watch."""
     notes = commands.add_parser(
         "notifications", help="Show recorded runs: notifications received "
                               "by recovery-engine and host-failure runs.")
@@ -138,10 +161,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--format", choices=("table", "json"),
                       default="table")
     watch.add_parser(actions)
-    segments.add_parsers(commands)
-    events.add_parser(commands)
-    fencing.add_parser(commands)
-    capacity.add_parsers(commands)
+
+
+def _add_db_commands(commands: argparse._SubParsersAction) -> None:
+    """db upgrade, contract, version and import-masakari."""
     database = commands.add_parser(
         "db", help="The store's schema.",
         description="A shared database (PostgreSQL, MariaDB/MySQL) is "
@@ -163,6 +186,10 @@ def build_parser() -> argparse.ArgumentParser:
                                        "alive.")
     schema.add_parser("version", help="The schema's revision and this "
                                       "version's.")
+    _add_import_masakari(schema)
+
+
+def _add_import_masakari(schema: argparse._SubParsersAction) -> None:
     masakari = schema.add_parser(
         "import-masakari", help="Bring Masakari 22's segments, hosts and "
                                 "notification history into the store.",
@@ -181,7 +208,6 @@ def build_parser() -> argparse.ArgumentParser:
     masakari.add_argument("--dry-run", action="store_true",
                           help="Print what would be imported and skipped, "
                                "and why; write nothing.")
-    return parser
 
 
 def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
