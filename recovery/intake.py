@@ -12,10 +12,10 @@ runs.
 
 import datetime
 from typing import Any
+from typing import Protocol
 
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
-from recovery.db.store import Store
 from recovery.events import Decision
 from recovery.events import EventKind
 from recovery.notification import CLI
@@ -29,9 +29,39 @@ from recovery.notification import Status
 from recovery.notification import classify
 
 
-def accept(store: Store, *, type: str | NotificationType, hostname: str,
-           generated_time: datetime.datetime, payload: dict[str, Any],
-           origin: str, now: datetime.datetime, note: str | None = None,
+class HostRecords(Protocol):
+    """Which failover segment entry a host name has, if any."""
+
+    def host_record(self, name: str) -> tuple[Host, Segment] | None: ...
+
+
+class AcceptStore(HostRecords, Protocol):
+    """What ``accept`` needs from the store."""
+
+    def add(self, *, type: str, kind: Kind, hostname: str,
+            generated_time: datetime.datetime, payload: dict[str, Any],
+            origin: str, status: Status, now: datetime.datetime,
+            message: str | None = None, source_host_uuid: str | None = None,
+            failover_segment_uuid: str | None = None,
+            duplicate_window: float = 0, detection: str | None = None,
+            event: Decision | None = None) -> Notification: ...
+
+
+class ByHandStore(HostRecords, Protocol):
+    """What ``by_hand`` needs from the store."""
+
+    def claim_host(self, *, type: str, kind: Kind, hostname: str,
+                   payload: dict[str, Any], origin: str, owner: str,
+                   lease: float, actor: str, event: Decision,
+                   source_host_uuid: str | None = None,
+                   failover_segment_uuid: str | None = None
+                   ) -> tuple[Notification, bool]: ...
+
+
+def accept(store: AcceptStore, *, type: str | NotificationType,
+           hostname: str, generated_time: datetime.datetime,
+           payload: dict[str, Any], origin: str, now: datetime.datetime,
+           note: str | None = None,
            duplicate_window: float = 0, detection: str | None = None,
            ignore: str | None = None) -> Notification:
     """Store a notification; raise ``Duplicate`` as ``Store.add`` does.
@@ -65,7 +95,7 @@ def accept(store: Store, *, type: str | NotificationType, hostname: str,
         event=event)
 
 
-def by_hand(store: Store, *, kind: Kind, hostname: str, owner: str,
+def by_hand(store: ByHandStore, *, kind: Kind, hostname: str, owner: str,
             lease: float, actor: str) -> tuple[Notification, bool]:
     """An operator's run of ``hostname`` ('recovery host-failure' or
     'host-return', by ``kind``), claimed by ``owner`` in the transaction

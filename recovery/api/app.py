@@ -7,6 +7,7 @@ import logging
 import re
 from collections.abc import Callable
 from typing import Any
+from typing import Protocol
 
 import webob
 import webob.dec
@@ -16,9 +17,10 @@ from recovery.api import http
 from recovery.api import validation
 from recovery.api.notifications import HostCheck
 from recovery.api.notifications import NotificationAPI
+from recovery.api.notifications import NotificationStore
 from recovery.api.segments import SegmentAPI
+from recovery.api.segments import SegmentCatalog
 from recovery.concurrency import Clock
-from recovery.db.store import Store
 
 LOG = logging.getLogger(__name__)
 
@@ -138,7 +140,12 @@ class API:
             return http.error(400, "the request URL is not valid UTF-8")
 
 
-def from_conf(conf: Any, store: Store, check_host: HostCheck, clock: Clock,
+class APIStore(NotificationStore, SegmentCatalog, Protocol):
+    """What the whole API needs from the store."""
+
+
+def from_conf(conf: Any, store: APIStore, check_host: HostCheck,
+              clock: Clock,
               on_stored: Callable[[], None] = lambda: None) -> API:
     """``build``, with the limits ``[api]`` sets: the engine's embedded
     API and the WSGI entry point alike."""
@@ -149,7 +156,7 @@ def from_conf(conf: Any, store: Store, check_host: HostCheck, clock: Clock,
                  on_stored=on_stored)
 
 
-def build(store: Store, check_host: HostCheck, clock: Clock, *,
+def build(store: APIStore, check_host: HostCheck, clock: Clock, *,
           max_body: int, duplicate_window: float,
           on_stored: Callable[[], None] = lambda: None) -> API:
     """The API over ``store``: ``check_host`` says which compute host a

@@ -5,9 +5,12 @@ Store first, answer second: a notification is committed before the 202
 goes out, and nothing is stored on any 4xx.
 """
 
+import datetime
 import logging
 from collections.abc import Callable
+from collections.abc import Collection
 from typing import Any
+from typing import Protocol
 
 import webob
 
@@ -17,12 +20,15 @@ from recovery.api import http
 from recovery.api import validation
 from recovery.api import views
 from recovery.concurrency import Clock
+from recovery.db.journal import JournalEntry
 from recovery.db.notifications import SORT_KEYS
-from recovery.db.store import Store
+from recovery.events import Event
 from recovery.hostnames import HostMatch
 from recovery.notification import API
+from recovery.notification import Notification
 from recovery.notification import NotificationType
 from recovery.notification import Status
+from recovery.notification import StepEvent
 
 LOG = logging.getLogger(__name__)
 
@@ -44,9 +50,32 @@ VMOVE_SORT_KEYS = frozenset({"id", "uuid", "instance_uuid", "instance_name",
                              "updated_at"})
 
 
+class NotificationStore(intake.AcceptStore, Protocol):
+    """What the notifications API needs from the store: the intake's
+    part, and the reads of a notification and its runs."""
+
+    def list_notifications(self, *, filters: dict[str, Any] | None = None,
+                           generated_since: datetime.datetime | None = None,
+                           limit: int | None = None,
+                           marker: str | None = None,
+                           sort_key: str = "created_at",
+                           sort_dir: str = "desc") -> list[Notification]: ...
+
+    def get(self, uuid: str) -> Notification: ...
+
+    def step_events(self, uuid: str) -> list[StepEvent]: ...
+
+    def events(self, notification_uuid: str | None = None,
+               since: datetime.datetime | None = None,
+               limit: int | None = None, host: str | None = None,
+               kinds: Collection[str] | None = None) -> list[Event]: ...
+
+    def journal_entries(self, uuid: str) -> list[JournalEntry]: ...
+
+
 class NotificationAPI:
-    def __init__(self, store: Store, check_host: HostCheck, clock: Clock,
-                 *, max_body: int, duplicate_window: float,
+    def __init__(self, store: NotificationStore, check_host: HostCheck,
+                 clock: Clock, *, max_body: int, duplicate_window: float,
                  on_stored: Callable[[], None]):
         self.store = store
         self.check_host = check_host

@@ -14,14 +14,15 @@ from typing import Any
 from oslo_config import cfg
 
 from recovery.api import validation
+from recovery.api.segments import SegmentCatalog
 from recovery.cmd import output
 from recovery.concurrency import Clock
 from recovery.db.segments import RECOVERY_METHODS
-from recovery.db.store import Store
 from recovery.db.store import open_conf_store
 from recovery.nova import load_nova
 
-Action = Callable[[cfg.ConfigOpts, Store, argparse.Namespace], None]
+Action = Callable[[cfg.ConfigOpts, SegmentCatalog, argparse.Namespace],
+                  None]
 
 
 def _format(parser: argparse.ArgumentParser) -> None:
@@ -142,7 +143,7 @@ def _changes(args: argparse.Namespace, names: tuple[str, ...],
 
 
 # -- segments ----------------------------------------------------------------
-def segment_create(conf: cfg.ConfigOpts, store: Store,
+def segment_create(conf: cfg.ConfigOpts, store: SegmentCatalog,
                    args: argparse.Namespace) -> None:
     data = validation.segment({"segment": {
         "name": args.name, "recovery_method": args.recovery_method,
@@ -152,18 +153,18 @@ def segment_create(conf: cfg.ConfigOpts, store: Store,
     print(output.render_segment(item, args.format))
 
 
-def segment_list(conf: cfg.ConfigOpts, store: Store,
+def segment_list(conf: cfg.ConfigOpts, store: SegmentCatalog,
                  args: argparse.Namespace) -> None:
     print(output.render_segments(store.list_segments(), args.format))
 
 
-def segment_show(conf: cfg.ConfigOpts, store: Store,
+def segment_show(conf: cfg.ConfigOpts, store: SegmentCatalog,
                  args: argparse.Namespace) -> None:
     print(output.render_segment(store.get_segment(args.segment),
                                 args.format))
 
 
-def segment_update(conf: cfg.ConfigOpts, store: Store,
+def segment_update(conf: cfg.ConfigOpts, store: SegmentCatalog,
                    args: argparse.Namespace) -> None:
     changes = validation.segment({"segment": _changes(
         args, ("name", "description", "recovery_method", "service_type",
@@ -174,7 +175,7 @@ def segment_update(conf: cfg.ConfigOpts, store: Store,
     print(output.render_segment(item, args.format))
 
 
-def segment_delete(conf: cfg.ConfigOpts, store: Store,
+def segment_delete(conf: cfg.ConfigOpts, store: SegmentCatalog,
                    args: argparse.Namespace) -> None:
     item = store.get_segment(args.segment)
     store.delete_segment(item.uuid)
@@ -183,7 +184,7 @@ def segment_delete(conf: cfg.ConfigOpts, store: Store,
 
 
 # -- hosts -------------------------------------------------------------------
-def host_create(conf: cfg.ConfigOpts, store: Store,
+def host_create(conf: cfg.ConfigOpts, store: SegmentCatalog,
                 args: argparse.Namespace) -> None:
     data = validation.host({"host": {
         "name": args.host, "type": args.type,
@@ -198,21 +199,21 @@ def host_create(conf: cfg.ConfigOpts, store: Store,
     print(output.render_host(item, segment, args.format))
 
 
-def host_list(conf: cfg.ConfigOpts, store: Store,
+def host_list(conf: cfg.ConfigOpts, store: SegmentCatalog,
               args: argparse.Namespace) -> None:
     segment = store.get_segment(args.segment)
     print(output.render_hosts(store.list_hosts(segment.uuid), segment,
                               args.format))
 
 
-def host_show(conf: cfg.ConfigOpts, store: Store,
+def host_show(conf: cfg.ConfigOpts, store: SegmentCatalog,
               args: argparse.Namespace) -> None:
     segment = store.get_segment(args.segment)
     print(output.render_host(store.get_host(segment.uuid, args.host),
                              segment, args.format))
 
 
-def host_update(conf: cfg.ConfigOpts, store: Store,
+def host_update(conf: cfg.ConfigOpts, store: SegmentCatalog,
                 args: argparse.Namespace) -> None:
     changes = _changes(args, ("reserved", "on_maintenance"),
                        "--[no-]reserved or --[no-]maintenance")
@@ -221,7 +222,7 @@ def host_update(conf: cfg.ConfigOpts, store: Store,
     print(output.render_host(item, segment, args.format))
 
 
-def host_delete(conf: cfg.ConfigOpts, store: Store,
+def host_delete(conf: cfg.ConfigOpts, store: SegmentCatalog,
                 args: argparse.Namespace) -> None:
     segment = store.get_segment(args.segment)
     item = store.get_host(segment.uuid, args.host)

@@ -26,7 +26,9 @@ import logging
 import math
 import statistics
 from collections.abc import Callable
+from collections.abc import Collection
 from collections.abc import Sequence
+from typing import Protocol
 
 from oslo_config import cfg
 
@@ -37,9 +39,10 @@ from recovery.census import Census
 from recovery.db.claims import Start
 from recovery.db.claims import Window
 from recovery.db.claims import fits
+from recovery.db.control import Arming
+from recovery.db.control import EngineRecord
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
-from recovery.db.store import Store
 from recovery.domains import FailureDomains
 from recovery.domains import assess
 from recovery.events import Decision
@@ -79,12 +82,38 @@ class _Silent:
         """Not recorded."""
 
 
+class SegmentSource(Protocol):
+    """The failover segments and their hosts, all of them."""
+    def list_segments(self) -> list[Segment]: ...
+    def list_hosts(self, segment_uuid: str) -> list[Host]: ...
+
+
+class EventLog(Protocol):
+    """The decision log: past evacuations and capacity news."""
+    def events(self, *, limit: int | None = None, host: str | None = None,
+               kinds: Collection[str] | None = None) -> list[Event]: ...
+    def add_event(self, decision: Decision,
+                  now: datetime.datetime) -> None: ...
+
+
+class CapacityStore(SegmentSource, EventLog, Protocol):
+    """What the engine's refresh (``CapacityWatch``) needs."""
+    def engines(self) -> list[EngineRecord]: ...
+
+
+class SimulationStore(SegmentSource, EventLog, Protocol):
+    """What a simulated failure needs: the gates' state too."""
+    def arming(self) -> Arming: ...
+    def hosts_in_recovery(self) -> set[str]: ...
+    def recoveries_started_within(self, seconds: float) -> list[Start]: ...
+
+
 class Segments:
     """The failover segments and their hosts, read from the store once:
     the recovery methods of every host of a look (``placement.for_host``
     asks it, as it asks the store in a run), with no query per host."""
 
-    def __init__(self, store: Store):
+    def __init__(self, store: SegmentSource):
         self.segments: list[Segment] = store.list_segments()
         self.hosts: dict[str, list[Host]] = {
             s.uuid: store.list_hosts(s.uuid) for s in self.segments}
@@ -146,7 +175,7 @@ class View:
     groups: list[tuple[Tolerance, list[Plan]]]
 
 
-def capacity_view(conf: cfg.ConfigOpts, store: Store, nova: Nova,
+def capacity_view(conf: cfg.ConfigOpts, store: SegmentSource, nova: Nova,
                   clock: concurrency.Clock) -> View:
     env, cloud, segments = _env(conf, nova, clock), look(nova), Segments(store)
     found = []
@@ -161,7 +190,8 @@ def capacity_view(conf: cfg.ConfigOpts, store: Store, nova: Nova,
 class CapacityWatch:
     """recovery-engine's refresh of the failures tolerated."""
 
-    def __init__(self, conf: cfg.ConfigOpts, store: Store, nova: Nova,
+    def __init__(self, conf: cfg.ConfigOpts, store: CapacityStore,
+                 nova: Nova,
                  clock: concurrency.Clock, name: str,
                  busy: Callable[[], int] = lambda: 0):
         """``busy``: the recoveries this engine runs; while there are any,
@@ -288,7 +318,7 @@ class Simulation:
     estimate: Estimate
 
 
-def simulate(conf: cfg.ConfigOpts, store: Store, nova: Nova,
+def simulate(conf: cfg.ConfigOpts, store: SimulationStore, nova: Nova,
              clock: concurrency.Clock, failed: Sequence[str],
              actor: str) -> Simulation:
     """What ``failed`` failing now would do, from today's Nova and
@@ -317,7 +347,7 @@ def simulate(conf: cfg.ConfigOpts, store: Store, nova: Nova,
     return Simulation(tuple(failed), plans, verdicts, estimate)
 
 
-def gates(conf: cfg.ConfigOpts, store: Store, nova: Nova,
+def gates(conf: cfg.ConfigOpts, store: SimulationStore, nova: Nova,
           clock: concurrency.Clock, cloud: Cloud,
           failed: Sequence[str]) -> list[GateVerdict]:
     """Which of the engine's gates would hold these failures: disarm,
@@ -368,7 +398,7 @@ def gates(conf: cfg.ConfigOpts, store: Store, nova: Nova,
     return verdicts
 
 
-def estimate_time(store: Store, plans: Sequence[Plan], threads: int,
+def estimate_time(store: EventLog, plans: Sequence[Plan], threads: int,
                   concurrent: int) -> Estimate:
     """From the evacuations this cloud's past recoveries recorded (each
     instance's 'evacuating' event to its 'recovered' one): the median

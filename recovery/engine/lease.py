@@ -14,11 +14,11 @@ to the socket (``recovery.nova``).
 """
 
 import logging
+from typing import Protocol
 
 from recovery import concurrency
 from recovery import exception
 from recovery.db.claims import Holder
-from recovery.db.store import Store
 from recovery.metrics import METRICS
 from recovery.notification import Notification
 
@@ -126,6 +126,12 @@ class Lease:
         return True
 
 
+class Renewals(Protocol):
+    """What the keeper needs from the store."""
+
+    def renew(self, uuid: str, *, holder: Holder) -> None: ...
+
+
 class LeaseKeeper:
     """Renews the leases of this process's runs every third of a lease,
     so no other engine takes over a run that is alive. A lease the
@@ -135,7 +141,7 @@ class LeaseKeeper:
     the keeper's task renews: the lock guards the leases it keeps, and
     is held neither across a renewal nor for the metric."""
 
-    def __init__(self, store: Store, clock: concurrency.Clock,
+    def __init__(self, store: Renewals, clock: concurrency.Clock,
                  seconds: float):
         self._store, self._clock, self._seconds = store, clock, seconds
         self._lock = concurrency.Lock()
