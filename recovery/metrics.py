@@ -37,6 +37,7 @@ BRAKE_REASONS = (*NOVA_BRAKE_REASONS, "silent_probes")
 # the fast path's margins, up to Nova's service_down_time and the grace.
 DETECTION_BUCKETS = (5, 10, 11, 12, 13, 15, 20, 30, 60, 90, 120, 300)
 DETECTOR_HOLDS = ("isolated", "no_agreement")
+FENCING_BUCKETS = (0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120)
 
 
 class Metrics:
@@ -44,107 +45,135 @@ class Metrics:
 
     def __init__(self) -> None:
         self.registry = prometheus_client.CollectorRegistry()
-        reg = self.registry
-        self.instances = prometheus_client.Counter(
-            f"{PREFIX}_instances", "Instances that got an outcome, by "
-            "outcome (recovered, failed, skipped) and recovery method.",
-            ["outcome", "method"], registry=reg)
-        self.instance_seconds = prometheus_client.Histogram(
-            f"{PREFIX}_instance_recovery_seconds", "From an instance's "
-            "lock to its outcome, for recovered instances.",
-            buckets=INSTANCE_BUCKETS, registry=reg)
-        self.host_seconds = prometheus_client.Histogram(
-            f"{PREFIX}_host_recovery_seconds", "One attempt of a host "
-            "failure's recovery by this engine, from its start to its "
-            "end.", buckets=HOST_BUCKETS, registry=reg)
-        self.nova_requests = prometheus_client.Counter(
-            f"{PREFIX}_nova_requests", "Nova API calls (each retry "
-            "counts), by kind and result.", ["kind", "result"],
-            registry=reg)
-        self.nova_seconds = prometheus_client.Histogram(
-            f"{PREFIX}_nova_request_seconds", "Latency of Nova API calls, "
-            "rate-limiter wait included, by kind.", ["kind"],
-            buckets=NOVA_BUCKETS, registry=reg)
-        self.rate_limited = prometheus_client.Gauge(
-            f"{PREFIX}_nova_rate_limiter_waiting", "Nova requests waiting "
-            "for their turn under [nova] max_requests_per_second.",
-            registry=reg)
-        self.rate_limit_wait = prometheus_client.Counter(
-            f"{PREFIX}_nova_rate_limiter_wait_seconds", "Time Nova "
-            "requests spent waiting for their turn.", registry=reg)
-        self.holds = prometheus_client.Counter(
-            f"{PREFIX}_gate_holds", "Host recoveries held back by a "
-            "safety gate (window: the per-window cap; brake: the "
-            "mass-failure brake), one per look.", ["gate"], registry=reg)
-        self.brake = prometheus_client.Gauge(
-            f"{PREFIX}_brake_engaged", "1 while the mass-failure brake "
-            "holds host recoveries, by reason (all_down: every compute "
-            "looks down; too_many_down: over max_failed_hosts_percent; "
-            "silent_probes: over max_failed_hosts_percent of the hosts "
-            "silent on this engine's probes, so its fast path holds).",
-            ["reason"], registry=reg)
+        # By subject, in the order /metrics lists them.
+        self._add_recovery_metrics()
+        self._add_nova_metrics()
+        self._add_gate_metrics()
+        self._add_fencing_metrics()
+        self._add_engine_metrics()
+        self._add_detector_metrics()
+        self._add_capacity_metrics()
+
+    def _counter(self, name: str, doc: str,
+                 labels: tuple[str, ...] = ()) -> prometheus_client.Counter:
+        return prometheus_client.Counter(f"{PREFIX}_{name}", doc, labels,
+                                         registry=self.registry)
+
+    def _gauge(self, name: str, doc: str,
+               labels: tuple[str, ...] = ()) -> prometheus_client.Gauge:
+        return prometheus_client.Gauge(f"{PREFIX}_{name}", doc, labels,
+                                       registry=self.registry)
+
+    def _histogram(self, name: str, doc: str, buckets: tuple[float, ...],
+                   labels: tuple[str, ...] = ()
+                   ) -> prometheus_client.Histogram:
+        return prometheus_client.Histogram(f"{PREFIX}_{name}", doc, labels,
+                                           buckets=buckets,
+                                           registry=self.registry)
+
+    def _add_recovery_metrics(self) -> None:
+        """Instances and hosts recovered."""
+        self.instances = self._counter(
+            "instances", "Instances that got an outcome, by outcome "
+            "(recovered, failed, skipped) and recovery method.",
+            ("outcome", "method"))
+        self.instance_seconds = self._histogram(
+            "instance_recovery_seconds", "From an instance's lock to its "
+            "outcome, for recovered instances.", INSTANCE_BUCKETS)
+        self.host_seconds = self._histogram(
+            "host_recovery_seconds", "One attempt of a host failure's "
+            "recovery by this engine, from its start to its end.",
+            HOST_BUCKETS)
+
+    def _add_nova_metrics(self) -> None:
+        """Nova's API calls and the rate limiter in front of them."""
+        self.nova_requests = self._counter(
+            "nova_requests", "Nova API calls (each retry counts), by kind "
+            "and result.", ("kind", "result"))
+        self.nova_seconds = self._histogram(
+            "nova_request_seconds", "Latency of Nova API calls, "
+            "rate-limiter wait included, by kind.", NOVA_BUCKETS,
+            ("kind",))
+        self.rate_limited = self._gauge(
+            "nova_rate_limiter_waiting", "Nova requests waiting for their "
+            "turn under [nova] max_requests_per_second.")
+        self.rate_limit_wait = self._counter(
+            "nova_rate_limiter_wait_seconds", "Time Nova requests spent "
+            "waiting for their turn.")
+
+    def _add_gate_metrics(self) -> None:
+        """The safety gates: the per-window cap and the brake."""
+        self.holds = self._counter(
+            "gate_holds", "Host recoveries held back by a safety gate "
+            "(window: the per-window cap; brake: the mass-failure brake), "
+            "one per look.", ("gate",))
+        self.brake = self._gauge(
+            "brake_engaged", "1 while the mass-failure brake holds host "
+            "recoveries, by reason (all_down: every compute looks down; "
+            "too_many_down: over max_failed_hosts_percent; silent_probes: "
+            "over max_failed_hosts_percent of the hosts silent on this "
+            "engine's probes, so its fast path holds).", ("reason",))
         for reason in BRAKE_REASONS:
             self.brake.labels(reason).set(0)
-        self.fencing = prometheus_client.Counter(
-            f"{PREFIX}_fencing_attempts", "Host fencing attempts, by "
-            "driver and result (off: verified powered off).",
-            ["driver", "result"], registry=reg)
-        self.fencing_devices = prometheus_client.Histogram(
-            f"{PREFIX}_fencing_device_seconds", "Seconds each fencing "
-            "device took to prove a host off or to fail, by level, "
-            "device (its name in the credentials file) and result "
-            "(proved, failed).", ["level", "device", "result"],
-            buckets=(0.5, 1, 2, 5, 10, 15, 20, 30, 45, 60, 90, 120),
-            registry=reg)
-        self.in_flight = prometheus_client.Gauge(
-            f"{PREFIX}_host_recoveries_in_flight", "Runs (host failures, "
-            "host returns, instance and process failures) this engine is "
-            "running.", registry=reg)
-        self.leases = prometheus_client.Gauge(
-            f"{PREFIX}_leases_held", "Runs whose lease this engine holds "
-            "and renews.", registry=reg)
-        self.renewals = prometheus_client.Counter(
-            f"{PREFIX}_lease_renewals", "Renewals of this engine's run "
-            "leases (every third of [engine] lease_seconds), by result "
-            "(renewed, lost, store_unavailable).", ["result"],
-            registry=reg)
-        self.leases_lost = prometheus_client.Counter(
-            f"{PREFIX}_leases_lost", "Run leases this engine lost (one "
-            "ran out, or another engine took its run over); it touches "
-            "Nova no more for that run.",
-            registry=reg)
-        self.heartbeat = prometheus_client.Gauge(
-            f"{PREFIX}_engine_loop_heartbeat_timestamp_seconds", "When "
-            "this engine's main loop last turned (Unix time).",
-            registry=reg)
-        self.detector_hosts = prometheus_client.Gauge(
-            f"{PREFIX}_detector_hosts", "Hosts the detector watches, by "
-            "state at its last poll (up; suspect: down within "
-            "grace_period; down: past it, failed or left alone).",
-            ["state"], registry=reg)
-        self.detection_seconds = prometheus_client.Histogram(
-            f"{PREFIX}_detection_seconds", "From a failed host's last "
-            "heartbeat (on this engine's clock) to its failure stored by "
-            "this engine's detector, by path (fast: stale heartbeat, "
-            "silent probe and agreement; slow: Nova's down state and "
-            "grace_period).", ["path"], buckets=DETECTION_BUCKETS,
-            registry=reg)
-        self.detector_holds = prometheus_client.Counter(
-            f"{PREFIX}_detector_holds", "Times the detector's fast path "
-            "held, by cause (isolated: this engine sees most hosts "
-            "silent; no_agreement: too few engines see a host silent).",
-            ["cause"], registry=reg)
+
+    def _add_fencing_metrics(self) -> None:
+        self.fencing = self._counter(
+            "fencing_attempts", "Host fencing attempts, by driver and "
+            "result (off: verified powered off).", ("driver", "result"))
+        self.fencing_devices = self._histogram(
+            "fencing_device_seconds", "Seconds each fencing device took to "
+            "prove a host off or to fail, by level, device (its name in "
+            "the credentials file) and result (proved, failed).",
+            FENCING_BUCKETS, ("level", "device", "result"))
+
+    def _add_engine_metrics(self) -> None:
+        """The engine's runs, their leases and its main loop."""
+        self.in_flight = self._gauge(
+            "host_recoveries_in_flight", "Runs (host failures, host "
+            "returns, instance and process failures) this engine is "
+            "running.")
+        self.leases = self._gauge(
+            "leases_held", "Runs whose lease this engine holds and renews.")
+        self.renewals = self._counter(
+            "lease_renewals", "Renewals of this engine's run leases (every "
+            "third of [engine] lease_seconds), by result (renewed, lost, "
+            "store_unavailable).", ("result",))
+        self.leases_lost = self._counter(
+            "leases_lost", "Run leases this engine lost (one ran out, or "
+            "another engine took its run over); it touches Nova no more "
+            "for that run.")
+        self.heartbeat = self._gauge(
+            "engine_loop_heartbeat_timestamp_seconds", "When this engine's "
+            "main loop last turned (Unix time).")
+
+    def _add_detector_metrics(self) -> None:
+        self.detector_hosts = self._gauge(
+            "detector_hosts", "Hosts the detector watches, by state at its "
+            "last poll (up; suspect: down within grace_period; down: past "
+            "it, failed or left alone).", ("state",))
+        self.detection_seconds = self._histogram(
+            "detection_seconds", "From a failed host's last heartbeat (on "
+            "this engine's clock) to its failure stored by this engine's "
+            "detector, by path (fast: stale heartbeat, silent probe and "
+            "agreement; slow: Nova's down state and grace_period).",
+            DETECTION_BUCKETS, ("path",))
+        self.detector_holds = self._counter(
+            "detector_holds", "Times the detector's fast path held, by "
+            "cause (isolated: this engine sees most hosts silent; "
+            "no_agreement: too few engines see a host silent).", ("cause",))
         for cause in DETECTOR_HOLDS:
             self.detector_holds.labels(cause)
-        self.failures_tolerated = prometheus_client.Gauge(
-            f"{PREFIX}_failures_tolerated", "Host failures each failover "
-            "segment can absorb (the detector's watched hosts: segment "
-            "'(watched hosts)'), the most loaded hosts failing first, at "
-            "this engine's last look ([capacity] refresh_interval).",
-            ["segment"], registry=reg)
-        self.failures_to_tolerate = prometheus_client.Gauge(
-            f"{PREFIX}_failures_to_tolerate", "The operator's target: "
-            "[capacity] failures_to_tolerate.", registry=reg)
+
+    def _add_capacity_metrics(self) -> None:
+        self.failures_tolerated = self._gauge(
+            "failures_tolerated", "Host failures each failover segment can "
+            "absorb (the detector's watched hosts: segment '(watched "
+            "hosts)'), the most loaded hosts failing first, at this "
+            "engine's last look ([capacity] refresh_interval).",
+            ("segment",))
+        self.failures_to_tolerate = self._gauge(
+            "failures_to_tolerate", "The operator's target: [capacity] "
+            "failures_to_tolerate.")
 
     # -- what the engine's parts report -----------------------------------
     def nova_call(self, kind: str) -> "_Timed":
