@@ -91,6 +91,11 @@ class HostLoad:
     # and due, or a run abandoned by its owner): the seconds the
     # longest-waiting one has been runnable, by the database's clock.
     waiting: Mapping[str, float]
+    # The waiting hosts' host failures that would start a run (new, or in
+    # error and due; not a run to resume), by host: what an engine at its
+    # share leaves.
+    starts: Mapping[str, frozenset[str]] = dataclasses.field(
+        default_factory=dict)
 
     @property
     def total(self) -> int:
@@ -109,7 +114,17 @@ class HostLoad:
         return dataclasses.replace(
             self, running={**self.running,
                            engine: self.running.get(engine, 0) + 1},
-            waiting={h: w for h, w in self.waiting.items() if h != host})
+            waiting={h: w for h, w in self.waiting.items() if h != host},
+            starts={h: s for h, s in self.starts.items() if h != host})
+
+    def leaving(self, grace: float) -> frozenset[str]:
+        """The uuids of the host failures an engine at its share leaves
+        to the others: those of the hosts that have waited less than
+        ``grace`` seconds. All at once, so that a turn passes them over
+        in one look, not one look of the store for each."""
+        return frozenset().union(*(
+            self.starts.get(host, ()) for host, waited
+            in self.waiting.items() if waited < grace))
 
 
 def _live(now: datetime.datetime, live_within: float) -> Any:
@@ -269,6 +284,7 @@ class ControlStore(Transactional):
             now = self.lease_clock(conn)
             live = _live_engines(conn, now, live_within) | {engine}
             rows = conn.execute(sa.select(
+                notifications.c.uuid,
                 notifications.c.hostname, notifications.c.status,
                 notifications.c.owner, notifications.c.lease_until,
                 notifications.c.next_attempt_at,
@@ -280,6 +296,7 @@ class ControlStore(Transactional):
         running: dict[str, int] = {}
         busy: set[str] = set()
         waiting: dict[str, float] = {}
+        starts: dict[str, set[str]] = {}
         for row in rows:
             if row.status == Status.RUNNING.value:
                 if row.lease_until > now and not owner_gone(row.owner):
@@ -293,13 +310,17 @@ class ControlStore(Transactional):
                 since = min(row.lease_until, now)
             else:
                 since = row.next_attempt_at or row.created_at
+                if since <= now:
+                    starts.setdefault(row.hostname, set()).add(row.uuid)
             if since <= now:
                 waited = (now - since).total_seconds()
                 waiting[row.hostname] = max(
                     waited, waiting.get(row.hostname, 0.0))
         return HostLoad(frozenset(live), running,
                         {host: waited for host, waited in waiting.items()
-                         if host not in busy})
+                         if host not in busy},
+                        {host: frozenset(uuids) for host, uuids
+                         in starts.items() if host not in busy})
 
     def engines(self) -> list[EngineRecord]:
         """Every engine that shares the database, most recently seen

@@ -218,8 +218,11 @@ class Engine:
                             self.owner, live_within=group.lease_seconds)
                     if self._leaves(item, load, group.balance_grace):
                         # What waits behind it may still be this
-                        # engine's: an instance failure, a resume.
-                        left.add(item.uuid)
+                        # engine's: an instance failure, a resume. The
+                        # others it leaves too are passed over at once:
+                        # one look of the store, not one for each.
+                        left |= {item.uuid, *load.leaving(
+                            group.balance_grace)}
                         continue
                 hold = self.gates.check(item)
                 if hold is not None:

@@ -11,6 +11,7 @@ import collections
 import logging
 
 import pytest
+import sqlalchemy as sa
 from oslo_config import cfg
 
 from recovery import conf as recovery_conf
@@ -248,3 +249,27 @@ def test_no_grace_no_balance(store, clock, engines, conf):
     first, _, _ = engines(3)
     first._claim()
     assert len(first._runs) == 20
+
+
+def test_an_engine_at_its_share_leaves_hosts_without_a_look_each(
+        store, clock, engines):
+    """A turn of an engine at its share costs the same statements however
+    many host failures it leaves to the others: not one look of the store
+    more for each."""
+    first, _ = engines(2)
+    statements = []
+    sa.event.listen(store._engine, "before_cursor_execute",
+                    lambda *args: statements.append(args[2]))
+
+    def turn(running):
+        """The statements of a turn that claims nothing."""
+        first._claim()
+        statements.clear()
+        first._claim()
+        assert len(first._runs) == running
+        return len(statements)
+
+    fail(store, clock, HOSTS[:2])
+    leaving_one = turn(1)
+    fail(store, clock, HOSTS[2:])
+    assert turn(10) == leaving_one
