@@ -61,7 +61,7 @@ class Room:
         host of ``services`` that has a provider."""
         free = {}
         for service in services:
-            if service.binary == "nova-compute":
+            if service.is_compute:
                 found = _room_of(service.host, room)
                 if found is not None:
                     free[service.host] = found
@@ -165,9 +165,8 @@ def auto_hosts(services: Sequence[ComputeService],
     host's availability zone."""
     zone = next((s.zone for s in services if s.host == failed_host), None)
     return [s.host for s in services
-            if s.binary == "nova-compute" and s.host != failed_host
-            and s.status == "enabled" and s.state == "up"
-            and not s.forced_down and (zone is None or s.zone == zone)]
+            if s.schedulable and s.host != failed_host
+            and (zone is None or s.zone == zone)]
 
 
 def _room_of(host: str, room: dict[str, Need]) -> Need | None:

@@ -22,6 +22,7 @@ from recovery.flows.selection import final_state_for
 from recovery.flows.watcher import Watch
 from recovery.models import Migration
 from recovery.models import Server
+from recovery.models import VmState
 from recovery.results import InstanceResult
 from recovery.results import Outcome
 from recovery.results import Phase
@@ -31,10 +32,11 @@ LOG = logging.getLogger(__name__)
 
 # What a settled instance looks like for each original vm_state (paused
 # and suspended: a resumed run finds it restored already).
-SETTLED_VM_STATES = frozenset({"active", "stopped", "paused", "suspended"})
-# The task_states of a rebuild, which an evacuation is.
-REBUILD_TASK_STATES = frozenset({"rebuilding", "rebuild_block_device_mapping",
-                                 "rebuild_spawning"})
+SETTLED_VM_STATES = frozenset({VmState.ACTIVE, VmState.STOPPED,
+                               VmState.PAUSED, VmState.SUSPENDED})
+# What an instance restored to these runs as: stopped, it is started first.
+RUNNING_VM_STATES = frozenset({VmState.ACTIVE, VmState.PAUSED,
+                               VmState.SUSPENDED})
 
 
 class InstanceRecovery:
@@ -252,8 +254,9 @@ class InstanceRecovery:
         if newest is not None:
             return newest
         current = nova.get_server(self.server.id)
-        if (current.task_state in REBUILD_TASK_STATES
-                or current.host != self.server.host):
+        rebuilding = current.task_state is not None and (
+            current.task_state.rebuilding)
+        if rebuilding or current.host != self.server.host:
             return current
         return None
 
@@ -273,16 +276,16 @@ class InstanceRecovery:
             return False
         current = self.env.nova.get_server(self.server.id)
         if current.vm_state in EVACUABLE_VM_STATES:
-            if prepare == CONFIRM_RESIZE and current.task_state is not None:
+            if prepare == CONFIRM_RESIZE and not current.idle:
                 self._wait_evacuable()
                 return True
             return False
         LOG.info("Instance %s is %s: %s to evacuate it", self.server.id,
                  current.vm_state, prepare)
         if prepare == RESET:
-            self.env.nova.reset_state(self.server.id, "active")
+            self.env.nova.reset_state(self.server.id, VmState.ACTIVE)
         elif prepare == CONFIRM_RESIZE:
-            if current.task_state is None:
+            if current.idle:
                 self.env.nova.confirm_resize(self.server.id)
             self._wait_evacuable()
         return True
@@ -291,8 +294,7 @@ class InstanceRecovery:
         """Until a confirm (run by the resize's source host) ends."""
         def reached() -> bool:
             server = self.env.nova.get_server(self.server.id)
-            return (server.vm_state in EVACUABLE_VM_STATES
-                    and server.task_state is None)
+            return server.vm_state in EVACUABLE_VM_STATES and server.idle
 
         wait_for(reached, what=f"instance {self.server.id} to be confirmed "
                  f"(its resize's source host confirms it)",
@@ -300,7 +302,7 @@ class InstanceRecovery:
                  interval=self.env.settings.poll_interval,
                  clock=self.env.clock)
 
-    def _confirm(self) -> tuple[str, str]:
+    def _confirm(self) -> tuple[str, VmState]:
         """Wait for the evacuation to end: the instance's new host and its
         vm_state there. Raise if it failed.
 
@@ -319,7 +321,7 @@ class InstanceRecovery:
             what=f"instance {self.server.id} to come up on another host")
         if migration.failed:
             self._evacuation_failed(migration)
-        if (self.result.original_state == "active"
+        if (VmState(self.result.original_state) is VmState.ACTIVE
                 and migration.dest_compute not in (None, self.server.host)):
             return (migration.dest_compute,
                     self.env.nova.evacuated_active_vm_state)
@@ -349,43 +351,43 @@ class InstanceRecovery:
         """The instance once it has moved and settled; raise if it ended
         in error."""
         current = self.env.nova.get_server(self.server.id)
-        if current.vm_state == "error":
+        if current.vm_state is VmState.ERROR:
             raise exception.InstanceRecoveryError(
                 f"evacuation done: instance is error on {current.host}"
                 + (f" ({current.fault})" if current.fault else ""))
-        if (current.host != self.server.host and current.task_state is None
+        if (current.host != self.server.host and current.idle
                 and current.vm_state in SETTLED_VM_STATES):
             return current
         return None
 
-    def _restore(self, host: str, vm_state: str) -> None:
+    def _restore(self, host: str, vm_state: VmState) -> None:
         """Bring the instance back to the state it had before the failure."""
         self._enter(Phase.RESTORING)
         self.result.dest_host = host
         wanted = final_state_for(self.result.original_state) or vm_state
         nova = self.env.nova
         uuid = self.server.id
-        running = ("active", "paused", "suspended")
-        if wanted == "error":
-            nova.reset_state(uuid, "error")
-        elif wanted in running and vm_state == "stopped":
+        if wanted == VmState.ERROR:
+            nova.reset_state(uuid, VmState.ERROR)
+        elif wanted in RUNNING_VM_STATES and vm_state == VmState.STOPPED:
             nova.start(uuid)
-            self._wait_vm_state("active")
-        elif wanted == "stopped" and vm_state == "active":
+            self._wait_vm_state(VmState.ACTIVE)
+        elif wanted == VmState.STOPPED and vm_state == VmState.ACTIVE:
             nova.stop(uuid)
-            self._wait_vm_state("stopped")
-        if wanted == "paused" and vm_state != "paused":
+            self._wait_vm_state(VmState.STOPPED)
+        if wanted == VmState.PAUSED and vm_state != VmState.PAUSED:
             nova.pause(uuid)
-            self._wait_vm_state("paused")
-        elif wanted == "suspended" and vm_state != "suspended":
+            self._wait_vm_state(VmState.PAUSED)
+        elif (wanted == VmState.SUSPENDED
+              and vm_state != VmState.SUSPENDED):
             nova.suspend(uuid)
-            self._wait_vm_state("suspended")
+            self._wait_vm_state(VmState.SUSPENDED)
         self.result.final_state = wanted
 
-    def _wait_vm_state(self, vm_state: str) -> None:
+    def _wait_vm_state(self, vm_state: VmState) -> None:
         def reached() -> bool:
             server = self.env.nova.get_server(self.server.id)
-            return server.vm_state == vm_state and server.task_state is None
+            return server.vm_state is vm_state and server.idle
 
         wait_for(reached, what=f"instance {self.server.id} to be {vm_state}",
                  timeout=self.env.settings.state_change_timeout,

@@ -40,6 +40,8 @@ from recovery.flows import locks
 from recovery.flows.context import Env
 from recovery.flows.selection import is_ha_enabled
 from recovery.models import Server
+from recovery.models import TaskState
+from recovery.models import VmState
 from recovery.notification import Notification
 from recovery.notification import StepEvent
 from recovery.results import StepState
@@ -48,26 +50,30 @@ from recovery.waiting import wait_for
 LOG = logging.getLogger(__name__)
 
 # What Nova stops (stop accepts active and error) and starts (stopped).
-RESTARTABLE_VM_STATES = frozenset({"active", "stopped", "error"})
+RESTARTABLE_VM_STATES = frozenset({VmState.ACTIVE, VmState.STOPPED,
+                                   VmState.ERROR})
 
 # States a person (or Nova at a person's request) chose: a restart would
 # undo that choice, and Nova refuses to stop or start most of them anyway.
 CHOSEN_VM_STATES = {
-    "paused": "it is paused: its memory is kept for an unpause, and a "
-              "restart would throw it away",
-    "rescued": "it is in rescue: someone is repairing it from a rescue "
-               "image, and a restart would end the rescue",
-    "suspended": "it is suspended: its memory is saved for a resume; Nova "
-                 "neither stops nor starts a suspended instance",
-    "shelved": "it is shelved: its owner put it away on purpose; only an "
-               "unshelve brings it back",
-    "shelved_offloaded": "it is shelved and offloaded: its owner put it "
-                         "away on purpose; only an unshelve brings it back",
-    "resized": "it is resized and waits for its owner to confirm or revert "
-               "the resize; a restart (Masakari resets it to active "
-               "first) would take that choice away",
-    "deleted": "it is deleted",
-    "soft-deleted": "it is soft-deleted; only a restore brings it back",
+    VmState.PAUSED: "it is paused: its memory is kept for an unpause, and "
+                    "a restart would throw it away",
+    VmState.RESCUED: "it is in rescue: someone is repairing it from a "
+                     "rescue image, and a restart would end the rescue",
+    VmState.SUSPENDED: "it is suspended: its memory is saved for a resume; "
+                       "Nova neither stops nor starts a suspended instance",
+    VmState.SHELVED: "it is shelved: its owner put it away on purpose; "
+                     "only an unshelve brings it back",
+    VmState.SHELVED_OFFLOADED: "it is shelved and offloaded: its owner put "
+                               "it away on purpose; only an unshelve "
+                               "brings it back",
+    VmState.RESIZED: "it is resized and waits for its owner to confirm or "
+                     "revert the resize; a restart (Masakari resets it to "
+                     "active first) would take that choice away",
+    VmState.DELETED: "it is deleted",
+    # Nova's vm_state is "soft-delete".
+    VmState.SOFT_DELETED: "it is soft-deleted; only a restore brings it "
+                          "back",
 }
 
 
@@ -158,9 +164,9 @@ class Stop(base.Step[RestartContext]):
         reason = triage(server, ctx.host, ctx.env)
         if reason is not None:
             raise exception.Ignored(reason)
-        if server.vm_state == "stopped":
+        if server.vm_state is VmState.STOPPED:
             return "Nova shows it stopped already"
-        if server.vm_state == "active" and ctx.started_before:
+        if server.vm_state is VmState.ACTIVE and ctx.started_before:
             return "left running: an earlier attempt started it"
         shown = server.vm_state
         try:
@@ -169,11 +175,12 @@ class Stop(base.Step[RestartContext]):
             # Nova's own power-state sync may stop the crashed guest in
             # the meantime; anything else is a real refusal.
             current = ctx.refresh()
-            if not (current.vm_state == "stopped"
-                    or current.task_state == "powering-off"):
+            if not (current.vm_state is VmState.STOPPED
+                    or current.task_state is TaskState.POWERING_OFF):
                 raise
             LOG.info("Nova is stopping instance %s itself", ctx.uuid)
-        ctx.wait(_in_state(ctx, "stopped"), f"instance {ctx.uuid} to stop")
+        ctx.wait(_in_state(ctx, VmState.STOPPED),
+                 f"instance {ctx.uuid} to stop")
         return f"stopped (Nova showed it {shown})"
 
 
@@ -182,14 +189,14 @@ class Start(base.Step[RestartContext]):
 
     def execute(self, ctx: RestartContext) -> str:
         server = ctx.refresh()
-        if server.vm_state == "active" and ctx.started_before:
+        if server.vm_state is VmState.ACTIVE and ctx.started_before:
             return "already started by an earlier attempt"
         try:
             ctx.nova.start(ctx.uuid)
         except exception.NovaConflict:
             current = ctx.refresh()
-            if not (current.vm_state == "active"
-                    or current.task_state == "powering-on"):
+            if not (current.vm_state is VmState.ACTIVE
+                    or current.task_state is TaskState.POWERING_ON):
                 raise
             return "someone else started it meanwhile"
         return "start accepted"
@@ -204,17 +211,17 @@ class ConfirmActive(base.Step[RestartContext]):
     def execute(self, ctx: RestartContext) -> str:
         def active() -> Server | None:
             server = ctx.refresh()
-            if server.vm_state == "error":
+            if server.vm_state is VmState.ERROR:
                 raise exception.InstanceRecoveryError(
                     f"instance {ctx.uuid} went to error while starting: "
                     f"{server.fault or 'Nova recorded no fault'}")
-            if server.task_state is not None:
+            if not server.idle:
                 return None
-            if server.vm_state == "stopped":
+            if server.vm_state is VmState.STOPPED:
                 raise exception.InstanceRecoveryError(
                     f"instance {ctx.uuid} did not start: Nova shows it "
                     f"stopped again")
-            return server if server.vm_state == "active" else None
+            return server if server.vm_state is VmState.ACTIVE else None
 
         server = ctx.wait(active, f"instance {ctx.uuid} to be ACTIVE")
         return f"ACTIVE on {server.host}"
@@ -226,14 +233,14 @@ STEPS = (Lock, Stop, Start, ConfirmActive)
 def _idle(ctx: RestartContext):
     def check() -> Server | None:
         server = ctx.refresh()
-        return server if server.task_state is None else None
+        return server if server.idle else None
     return check
 
 
-def _in_state(ctx: RestartContext, vm_state: str):
+def _in_state(ctx: RestartContext, vm_state: VmState):
     def check() -> Server | None:
         server = ctx.refresh()
-        if server.vm_state == vm_state and server.task_state is None:
+        if server.vm_state is vm_state and server.idle:
             return server
         return None
     return check
@@ -309,7 +316,7 @@ def _check_compute_up(env: Env, host: str, uuid: str) -> None:
     """Nova stops and starts an instance through its host's nova-compute:
     with that down, the request is lost and leaves a task stuck."""
     service = env.nova.get_compute_service(host)
-    if service.state != "up":
+    if not service.is_up:
         raise exception.RecoveryError(
             f"nova-compute on {host} is {service.state}"
             f"{' (forced down)' if service.forced_down else ''}: instance "

@@ -13,9 +13,11 @@ import dataclasses
 from recovery import evacuable
 from recovery.flows.context import Settings
 from recovery.models import Server
+from recovery.models import VmState
 
 # Nova evacuates only these vm_states (whatever the task_state).
-EVACUABLE_VM_STATES = frozenset({"active", "stopped", "error"})
+EVACUABLE_VM_STATES = frozenset({VmState.ACTIVE, VmState.STOPPED,
+                                 VmState.ERROR})
 
 
 @dataclasses.dataclass(frozen=True)
@@ -26,7 +28,7 @@ class Decision:
     evacuate: bool
     # The state it is brought back to on the destination (None: the one
     # Nova gives it, e.g. a confirmed resize's).
-    final_state: str | None = None
+    final_state: VmState | None = None
     # What is done before the evacuate, which Nova refuses in this state:
     # RESET (to active) or CONFIRM_RESIZE.
     prepare: str | None = None
@@ -38,7 +40,7 @@ RESET = "reset-state to active"
 CONFIRM_RESIZE = "confirm the resize"
 
 
-def _keep(state: str) -> Decision:
+def _keep(state: VmState) -> Decision:
     return Decision(evacuate=True, final_state=state)
 
 
@@ -46,42 +48,44 @@ def _skip(reason: str, hint: str) -> Decision:
     return Decision(evacuate=False, reason=reason, hint=hint)
 
 
-VM_STATE_DECISIONS: dict[str, Decision] = {
-    "active": _keep("active"),
-    "stopped": _keep("stopped"),
-    "error": _keep("error"),
+VM_STATE_DECISIONS: dict[VmState, Decision] = {
+    VmState.ACTIVE: _keep(VmState.ACTIVE),
+    VmState.STOPPED: _keep(VmState.STOPPED),
+    VmState.ERROR: _keep(VmState.ERROR),
     # Nova evacuates neither: reset to active (the guest's memory on the
     # dead host is lost anyway), evacuate, then pause or suspend again.
-    "paused": Decision(evacuate=True, final_state="paused", prepare=RESET),
-    "suspended": Decision(evacuate=True, final_state="suspended",
-                          prepare=RESET),
+    VmState.PAUSED: Decision(evacuate=True, final_state=VmState.PAUSED,
+                             prepare=RESET),
+    VmState.SUSPENDED: Decision(evacuate=True,
+                                final_state=VmState.SUSPENDED,
+                                prepare=RESET),
     # Rescue is a temporary mode of a host that is gone: the guest comes
     # back from its own disk, unrescued.
-    "rescued": Decision(evacuate=True, final_state="active",
-                        prepare=RESET),
+    VmState.RESCUED: Decision(evacuate=True, final_state=VmState.ACTIVE,
+                              prepare=RESET),
     # VERIFY_RESIZE with the new flavor running on the failed host (the
     # resize's destination): a revert would run there, a confirm runs on
     # the source and frees the old flavor. Confirmed, it is active (or
     # stopped) with the flavor it ran on, and evacuated as such.
-    "resized": Decision(evacuate=True, prepare=CONFIRM_RESIZE),
-    "building": _skip(
+    VmState.RESIZED: Decision(evacuate=True, prepare=CONFIRM_RESIZE),
+    VmState.BUILDING: _skip(
         "still building: it never ran on the failed host",
         "delete it and boot it again"),
-    "shelved": _skip(
+    VmState.SHELVED: _skip(
         "shelved by its owner: it is not running, and Nova unshelves it "
         "on its host only",
         "bring the host back, or offload it once the host is back "
         "(openstack server shelve --offload); unshelving then schedules "
         "it on a live host"),
-    "shelved_offloaded": _skip(
+    VmState.SHELVED_OFFLOADED: _skip(
         "shelved and offloaded: it is not on the failed host, nothing to "
         "evacuate",
         "unshelve it when it is needed: Nova schedules it on a live host"),
-    "soft-delete": _skip(
+    VmState.SOFT_DELETED: _skip(
         "soft-deleted by its owner: recovery does not bring it back",
         "if the owner wants it kept, restore it (openstack server restore) "
         "once the host is back; otherwise Nova reclaims it"),
-    "deleted": _skip("deleted", "nothing to do"),
+    VmState.DELETED: _skip("deleted", "nothing to do"),
 }
 
 UNKNOWN_STATE_HINT = ("reset it to active or error (openstack server set "
@@ -89,20 +93,22 @@ UNKNOWN_STATE_HINT = ("reset it to active or error (openstack server set "
 
 
 def decision_for(vm_state: str) -> Decision:
-    """The decision for ``vm_state``; an unknown one is skipped."""
-    found = VM_STATE_DECISIONS.get(vm_state)
+    """The decision for ``vm_state`` (Nova's, or a journal's original
+    state); an unknown one is skipped."""
+    found = VM_STATE_DECISIONS.get(VmState(vm_state))
     if found is not None:
         return found
     return _skip(f"vm_state {vm_state!r} is not known to recovery",
                  UNKNOWN_STATE_HINT)
 
 
-def final_state_for(original_state: str) -> str | None:
+def final_state_for(original_state: str) -> VmState | None:
     """The state an instance evacuated from ``original_state`` is brought
     back to; None: the one it has once evacuated."""
-    decision = VM_STATE_DECISIONS.get(original_state)
+    state = VmState(original_state)
+    decision = VM_STATE_DECISIONS.get(state)
     if decision is None:
-        return original_state
+        return state
     return decision.final_state
 
 
@@ -111,7 +117,8 @@ def plan_steps(original_state: str) -> tuple[list[str], list[str]]:
     instance in ``original_state`` (beyond restoring active/stopped)."""
     decision = decision_for(original_state)
     before = [decision.prepare] if decision.prepare else []
-    again = {"paused": "then pause", "suspended": "then suspend"}
+    again = {VmState.PAUSED: "then pause",
+             VmState.SUSPENDED: "then suspend"}
     after = [again[decision.final_state]] if (
         decision.final_state in again) else []
     return before, after
@@ -128,7 +135,8 @@ def skip_reason(server: Server, settings: Settings) -> str | None:
     decision = decision_for(server.vm_state)
     if not decision.evacuate:
         return f"{decision.reason}; to recover it: {decision.hint}"
-    if server.vm_state == "error" and settings.ignore_error_instances:
+    if (server.vm_state is VmState.ERROR
+            and settings.ignore_error_instances):
         return ("in error state and [host_failure] "
                 "ignore_instances_in_error_state is true")
     if not settings.evacuate_all_instances and not is_ha_enabled(

@@ -189,7 +189,7 @@ class EvacuationWatcher:
         migration = self._latest.get(instance_uuid)
         if migration is None or migration.id <= floor:
             return None
-        if final and not (migration.failed or migration.status == "done"):
+        if final and not (migration.failed or migration.done):
             return None
         return migration
 

@@ -13,10 +13,11 @@ from oslo_config import cfg
 from recovery import conf as recovery_conf
 from recovery import evacuable
 from recovery import exception
-from recovery import nova as recovery_nova
 from recovery.models import Need
-from recovery.nova import IMAGE_RETRY_AFTER
+from recovery.nova import images as nova_images
 from recovery.nova import load_nova
+from recovery.nova import transport
+from recovery.nova.images import IMAGE_RETRY_AFTER
 from tests.fakekeystone import FakeKeystone
 from tests.fakenova import glance
 from tests.fakenova.placement import endpoint_for
@@ -419,7 +420,7 @@ def test_an_image_read_has_a_timeout_of_its_own(fake_nova, caplog,
                                                 monkeypatch):
     """Glance slower than the reads' time costs that time, not [nova]
     timeout, and no retry."""
-    monkeypatch.setattr(recovery_nova, "IMAGE_TIMEOUT", 1.2)
+    monkeypatch.setattr(nova_images, "IMAGE_TIMEOUT", 1.2)
     fake_nova.add_compute("compute-1")
     fake_nova.add_server("vm", "compute-1")
     fake_nova.inject("GET", f"^{glance.PREFIX}/", delay=2)
@@ -489,7 +490,7 @@ def test_a_lost_lease_is_not_taken_for_glance_failing(fake_nova):
 
 
 def test_no_catalog_is_a_config_error():
-    error = recovery_nova._translate(
+    error = transport.translate(
         "show image x", ks_exc.MissingAuthPlugin("no plugin"))
     assert isinstance(error, exception.ConfigError)
     assert "image_endpoint_override (Glance)" in str(error)
@@ -520,7 +521,7 @@ def test_a_catalog_without_glance_is_said_once(fake_nova, caplog):
 def test_the_images_kept_are_bounded(fake_nova, monkeypatch):
     """Past the bound, the image used least recently goes, and is read
     again when needed; one listing still has every image it read."""
-    monkeypatch.setattr(recovery_nova, "IMAGE_CACHE_SIZE", 1)
+    monkeypatch.setattr(nova_images, "IMAGE_CACHE_SIZE", 1)
     fake_nova.add_compute("compute-1")
     for name in ("a", "b"):
         fake_nova.add_server(name, "compute-1", image_id=fake_nova.add_image(
