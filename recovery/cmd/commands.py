@@ -40,6 +40,8 @@ from recovery.cmd import watch
 from recovery.concurrency import Clock
 from recovery.db import connection
 from recovery.db import masakari_import
+from recovery.db import migrate
+from recovery.db import revisions
 from recovery.db.store import Store
 from recovery.db.store import open_conf_store
 from recovery.engine import capacity as capacity_check
@@ -364,15 +366,15 @@ def db(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
         conf.database, max_retries=0))
     try:
         if args.action == "upgrade":
-            print(_migrated(connection.upgrade(engine, expand_only=True)))
+            print(_migrated(migrate.upgrade(engine, expand_only=True)))
         elif args.action == "contract":
-            done = connection.contract(engine, conf.engine.lease_seconds)
+            done = migrate.contract(engine, conf.engine.lease_seconds)
             print(f"{_migrated(done)}; no engine of an older release is "
                   f"alive")
         else:
-            print(f"database: {connection.current_revision(engine) or '-'}"
-                  f"\nthis recovery: {connection.HEAD_REVISION}")
-    except connection.OlderEngines as exc:
+            print(f"database: {revisions.current_revision(engine) or '-'}"
+                  f"\nthis recovery: {revisions.HEAD_REVISION}")
+    except migrate.OlderEngines as exc:
         return _fail(EXIT_REFUSED, str(exc))
     except sa.exc.SQLAlchemyError as exc:
         raise exception.StoreError(
@@ -383,7 +385,7 @@ def db(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
-def _migrated(done: connection.Migrated) -> str:
+def _migrated(done: migrate.Migrated) -> str:
     said = (f"schema at {done.after} (was {done.before or 'empty'})"
             if done.before != done.after
             else f"schema at {done.after}, current")

@@ -40,7 +40,7 @@ import prettytable
 import sqlalchemy as sa
 
 from recovery import exception
-from recovery.db.connection import DRIVERS
+from recovery.db import connection
 from recovery.db.notifications import canonical_payload
 from recovery.db.store import Store
 from recovery.db.tables import hosts
@@ -201,25 +201,12 @@ class Source:
 # -- reading Masakari's database --------------------------------------------
 def source_url(url: str) -> sa.engine.URL:
     """The URL as SQLAlchemy and oslo.db write it; a backend without a
-    driver gets recovery's (``mysql://`` is PyMySQL, ``postgresql://``
-    psycopg 3)."""
-    try:
-        parsed = sa.engine.make_url(url)
-    except (sa.exc.ArgumentError, ValueError) as exc:
-        # ValueError: a port that is not a number.
-        raise exception.ConfigError(
-            f"--from is not a database URL: {exc}") from exc
-    backend = parsed.get_backend_name()
-    # The backends and default drivers of recovery's own store: Masakari
-    # runs on the same (SQLite for a database built in a test).
-    if backend not in DRIVERS:
-        raise exception.ConfigError(
-            f"--from: Masakari's database cannot be {backend}; give a "
-            f"mysql://, mysql+pymysql://, postgresql:// or "
-            f"postgresql+psycopg:// URL")
-    if "+" not in parsed.drivername:
-        parsed = parsed.set(drivername=f"{backend}+{DRIVERS[backend][0]}")
-    return parsed
+    driver gets recovery's. Masakari runs on the backends of recovery's
+    own store (SQLite for a database built in a test)."""
+    return connection.parse(
+        url, "--from", "--from: Masakari's database cannot be {backend}; "
+        "give a mysql://, mysql+pymysql://, postgresql:// or "
+        "postgresql+psycopg:// URL")
 
 
 def open_source(url: str) -> sa.engine.Engine:

@@ -26,6 +26,8 @@ from oslo_db import exception as db_exc
 from recovery import concurrency
 from recovery import exception
 from recovery.db import connection
+from recovery.db import migrate
+from recovery.db import revisions
 from recovery.db.claims import ClaimStore
 from recovery.db.control import ControlStore
 from recovery.db.events import EventStore
@@ -107,9 +109,9 @@ def _open(options: connection.Options, upgrade: bool = False) -> Store:
     engine = connection.create_engine(options)
     try:
         if upgrade or not connection.is_shared(engine.url):
-            connection.upgrade(engine)
+            migrate.upgrade(engine)
         else:
-            connection.check_schema(engine)
+            revisions.check_schema(engine)
     except (sa.exc.SQLAlchemyError, db_exc.DBError) as exc:
         engine.dispose()
         if connection.unreachable(exc):

@@ -26,7 +26,7 @@ import sqlalchemy as sa
 
 from recovery import exception
 from recovery import intake
-from recovery.db import connection
+from recovery.db import revisions
 from recovery.db.claims import Window
 from recovery.db.events import EventKind
 from recovery.db.store import open_store
@@ -249,8 +249,8 @@ def test_two_upgrades_on_two_nodes_leave_the_schema_at_head(
             assert run_cli(configs[1], "db", "upgrade").returncode == 0
             engine = sa.create_engine(cluster.nodes[2].url(name))
             try:
-                assert connection.current_revision(engine) == (
-                    connection.HEAD_REVISION)
+                assert revisions.current_revision(engine) == (
+                    revisions.HEAD_REVISION)
             finally:
                 engine.dispose()
     print(f"db upgrade on two nodes at once: {UPGRADES} trials, "

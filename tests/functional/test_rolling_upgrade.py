@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from recovery.db import connection
+from recovery.db import revisions
 from recovery.db.store import open_store
 from tests.databases import _skip_or_fail
 from tests.fakenova import FakeNova
@@ -136,7 +136,7 @@ def test_an_engine_serves_throughout_a_rolling_upgrade(
         upgraded = run_cli(str(new.config), "db", "upgrade")
         assert upgraded.returncode == 0, upgraded.stderr
         assert upgraded.stdout.strip() == (
-            f"schema at {connection.HEAD_REVISION} (was "
+            f"schema at {revisions.HEAD_REVISION} (was "
             f"{PREVIOUS_SCHEMA})")
 
         servers = {host: [nova.add_server(f"{host}-vm{n}", host)
@@ -191,7 +191,7 @@ def test_an_engine_serves_throughout_a_rolling_upgrade(
         contracted = run_cli(str(new.config), "db", "contract")
         assert contracted.returncode == 0, contracted.stderr
         assert contracted.stdout.strip() == (
-            f"schema at {connection.HEAD_REVISION}, current; no engine of "
+            f"schema at {revisions.HEAD_REVISION}, current; no engine of "
             f"an older release is alive")
         assert new.proc.poll() is None
     finally:

@@ -1,6 +1,6 @@
 """Rolling upgrades: what each migration declares, where 'recovery db
 upgrade' and 'recovery db contract' take a schema, and the rule an engine
-starts by (recovery.db.connection).
+starts by (recovery.db.revisions and recovery.db.migrate).
 
 The real chain's contract migrations (0002, 0005, 0006) all come before
 the registry that lets engines share a database, so the planning is also
@@ -25,14 +25,16 @@ from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.cmd import commands
 from recovery.db import connection
-from recovery.db.connection import CONTRACT
-from recovery.db.connection import EXPAND
-from recovery.db.connection import Migration
+from recovery.db import migrate
+from recovery.db import revisions
+from recovery.db.revisions import CONTRACT
+from recovery.db.revisions import EXPAND
+from recovery.db.revisions import Migration
 from recovery.db.store import open_store
 from recovery.db.tables import engines
 from recovery.db.tables import schema_floor
 
-MIGRATIONS = pathlib.Path(connection.__file__).parent / "migrations"
+MIGRATIONS = pathlib.Path(revisions.__file__).parent / "migrations"
 
 # Two releases after a first one: r1-r2, then r3 (contract) and r4, then
 # r5 (contract).
@@ -45,18 +47,18 @@ def test_every_migration_declares_expand_or_contract():
     scripts = ScriptDirectory(str(MIGRATIONS)).walk_revisions()
     declared = {s.revision: getattr(s.module, "change", None)
                 for s in scripts}
-    assert len(declared) == int(connection.HEAD_REVISION)
+    assert len(declared) == int(revisions.HEAD_REVISION)
     assert {r: c for r, c in declared.items()
             if c not in (EXPAND, CONTRACT)} == {}
 
 
 def test_the_real_chain_in_order():
-    chain = connection.migrations()
+    chain = revisions.migrations()
     assert [m.revision for m in chain] == [
-        f"{n:04}" for n in range(1, int(connection.HEAD_REVISION) + 1)]
+        f"{n:04}" for n in range(1, int(revisions.HEAD_REVISION) + 1)]
     assert [m.revision for m in chain if m.contracts] == [
         "0002", "0005", "0006"]
-    assert connection.needed(chain) == connection.HEAD_REVISION
+    assert revisions.needed(chain) == revisions.HEAD_REVISION
 
 
 @pytest.mark.parametrize("current,reached,stopped_before", [
@@ -69,55 +71,56 @@ def test_the_real_chain_in_order():
 ])
 def test_upgrade_stops_before_the_first_pending_contract(
         current, reached, stopped_before):
-    assert connection.upgrade_target(CHAIN, current) == reached
-    assert connection.next_contract(CHAIN, reached) == stopped_before
+    assert revisions.upgrade_target(CHAIN, current) == reached
+    assert revisions.next_contract(CHAIN, reached) == stopped_before
 
 
 @pytest.mark.parametrize("current", [None, "0001", "0002", "0004", "0005"])
 def test_a_database_without_the_registry_is_upgraded_to_the_head(current):
     """No engine runs on a shared database before 0006 (its creation was
     cut short): its contract migrations do not stop 'db upgrade'."""
-    assert connection.upgrade_target(
-        connection.migrations(), current) == connection.HEAD_REVISION
+    assert revisions.upgrade_target(
+        revisions.migrations(), current) == revisions.HEAD_REVISION
 
 
-@pytest.mark.parametrize("current", ["0006", "0010", "0014", "0015"])
+@pytest.mark.parametrize("current", ["0006", "0010", "0014", "0015",
+                                     "0016"])
 def test_the_real_chain_upgrades_to_the_head_past_the_registry(current):
-    assert connection.upgrade_target(
-        connection.migrations(), current) == connection.HEAD_REVISION
+    assert revisions.upgrade_target(
+        revisions.migrations(), current) == revisions.HEAD_REVISION
 
 
 def test_an_engine_needs_its_head_less_its_trailing_contracts():
-    assert connection.needed(CHAIN) == "r4"
-    assert connection.needed(CHAIN[:4]) == "r4"
-    assert connection.needed(CHAIN[:3]) == "r2"
+    assert revisions.needed(CHAIN) == "r4"
+    assert revisions.needed(CHAIN[:4]) == "r4"
+    assert revisions.needed(CHAIN[:3]) == "r2"
 
 
 # -- the engine's start rule -------------------------------------------------
 def test_an_engine_runs_on_its_schema_with_or_without_its_contracts():
     for current in ("r4", "r5"):
-        assert connection.start_refusal(CHAIN, current, "r3") is None
+        assert revisions.start_refusal(CHAIN, current, "r3") is None
 
 
 def test_an_engine_runs_on_a_schema_newer_by_expand_migrations_only():
-    assert connection.start_refusal(CHAIN, "r6", "r5") is None
-    assert connection.start_refusal(CHAIN, "r9", "r3") is None
+    assert revisions.start_refusal(CHAIN, "r6", "r5") is None
+    assert revisions.start_refusal(CHAIN, "r9", "r3") is None
 
 
 def test_an_engine_refuses_a_schema_past_a_contract_newer_than_itself():
-    refusal = connection.start_refusal(CHAIN, "r7", "r6")
+    refusal = revisions.start_refusal(CHAIN, "r7", "r6")
     assert refusal == (
         "the database schema is at revision r7, newer than this "
         "recovery's r5 and past contract migration r6, which it cannot "
         "run on: upgrade recovery on this controller")
     # A newer schema without a floor cannot say what this one runs on.
-    assert connection.start_refusal(CHAIN, "r7", None).endswith(
+    assert revisions.start_refusal(CHAIN, "r7", None).endswith(
         "newer than this recovery's r5 and with no floor to say what can "
         "run on it: upgrade recovery on this controller")
 
 
 def test_an_engine_refuses_an_older_schema_upgrade_reaches():
-    assert connection.start_refusal(CHAIN, "r3", "r3") == (
+    assert revisions.start_refusal(CHAIN, "r3", "r3") == (
         "the database schema is at revision r3, older than the r4 this "
         "recovery needs: run 'recovery db upgrade' once, from one "
         "controller")
@@ -126,7 +129,7 @@ def test_an_engine_refuses_an_older_schema_upgrade_reaches():
 def test_an_engine_refuses_an_older_schema_behind_a_contract():
     """From r2, 'db upgrade' stops before r3: only 'db contract' gets
     there, and it needs the older engines stopped."""
-    assert connection.start_refusal(CHAIN, "r2", "r1") == (
+    assert revisions.start_refusal(CHAIN, "r2", "r1") == (
         "the database schema is at revision r2, older than the r4 this "
         "recovery needs, and reaching it takes contract migration r3, "
         "which the engines of older releases cannot run on: stop them, "
@@ -135,7 +138,7 @@ def test_an_engine_refuses_an_older_schema_behind_a_contract():
 
 
 def test_an_engine_refuses_a_database_without_a_schema():
-    assert connection.start_refusal(CHAIN, None, None) == (
+    assert revisions.start_refusal(CHAIN, None, None) == (
         "the database has no recovery schema yet: run 'recovery db "
         "upgrade' once, from one controller")
 
@@ -146,28 +149,28 @@ def test_check_schema_reads_the_floor_of_a_real_database(db_url):
     open_store(db_url, upgrade=True).close()
     engine = connection.create_engine(connection.Options.defaults(db_url))
     try:
-        connection.check_schema(engine)
+        revisions.check_schema(engine)
         with engine.begin() as conn:
             conn.execute(sa.text(
                 "UPDATE alembic_version SET version_num = '0099'"))
-        connection.check_schema(engine)
+        revisions.check_schema(engine)
         with engine.begin() as conn:
             conn.execute(schema_floor.update().values(revision="0098"))
         with pytest.raises(exception.SchemaMismatch) as raised:
-            connection.check_schema(engine)
+            revisions.check_schema(engine)
         assert str(raised.value) == (
             f"the database schema is at revision 0099, newer than this "
-            f"recovery's {connection.HEAD_REVISION} and past contract "
+            f"recovery's {revisions.HEAD_REVISION} and past contract "
             f"migration 0098, which it cannot run on: upgrade recovery on "
             f"this controller")
         with engine.begin() as conn:
             conn.execute(sa.text(
                 "UPDATE alembic_version SET version_num = '0014'"))
         with pytest.raises(exception.SchemaMismatch) as raised:
-            connection.check_schema(engine)
+            revisions.check_schema(engine)
         assert str(raised.value) == (
             f"the database schema is at revision 0014, older than the "
-            f"{connection.HEAD_REVISION} this recovery needs: run "
+            f"{revisions.HEAD_REVISION} this recovery needs: run "
             f"'recovery db upgrade' once, from one controller")
     finally:
         engine.dispose()
@@ -175,10 +178,10 @@ def test_check_schema_reads_the_floor_of_a_real_database(db_url):
 
 # -- migrating, with three synthetic migrations past the head ---------------
 SYNTHETIC = {
-    "0016": (EXPAND, 'op.create_table("t16", sa.Column("id", sa.Integer, '
+    "0017": (EXPAND, 'op.create_table("t17", sa.Column("id", sa.Integer, '
                      'primary_key=True))'),
-    "0017": (CONTRACT, 'op.drop_table("t16")'),
-    "0018": (EXPAND, 'op.create_table("t18", sa.Column("id", sa.Integer, '
+    "0018": (CONTRACT, 'op.drop_table("t17")'),
+    "0019": (EXPAND, 'op.create_table("t19", sa.Column("id", sa.Integer, '
                      'primary_key=True))'),
 }
 SCRIPT = '''"""Synthetic."""
@@ -200,7 +203,7 @@ def upgrade() -> None:
 @pytest.fixture
 def longer_chain(tmp_path, monkeypatch):
     """This version's migrations and the three synthetic ones, as a
-    release with head 0018 would have them."""
+    release with head 0019 would have them."""
     write_chain(tmp_path, monkeypatch, SYNTHETIC)
 
 
@@ -218,13 +221,13 @@ def write_chain(tmp_path, monkeypatch, synthetic):
         config.set_main_option("script_location", str(root))
         return config
 
-    monkeypatch.setattr(connection, "_alembic_config", config)
-    monkeypatch.setattr(connection, "HEAD_REVISION", "0018")
+    monkeypatch.setattr(revisions, "alembic_config", config)
+    monkeypatch.setattr(revisions, "HEAD_REVISION", "0019")
 
 
 @pytest.fixture
-def at_0015(db_url):
-    """A database of this version (0015), and an engine on it."""
+def at_0016(db_url):
+    """A database of this version (0016), and an engine on it."""
     open_store(db_url, upgrade=True).close()
     engine = connection.create_engine(connection.Options.defaults(db_url))
     yield engine
@@ -247,62 +250,62 @@ def floor(engine):
 
 
 def test_upgrade_stops_before_a_contract_and_contract_applies_the_rest(
-        at_0015, longer_chain):
-    done = connection.upgrade(at_0015, expand_only=True)
-    assert done == connection.Migrated("0015", "0016", "0017")
-    assert connection.current_revision(at_0015) == "0016"
-    assert sa.inspect(at_0015).has_table("t16")
+        at_0016, longer_chain):
+    done = migrate.upgrade(at_0016, expand_only=True)
+    assert done == migrate.Migrated("0016", "0017", "0018")
+    assert revisions.current_revision(at_0016) == "0017"
+    assert sa.inspect(at_0016).has_table("t17")
     # Run again, it stays there.
-    assert connection.upgrade(at_0015, expand_only=True) == (
-        connection.Migrated("0016", "0016", "0017"))
-    assert floor(at_0015) == "0006"
-    done = connection.contract(at_0015, live_within=60)
-    assert done == connection.Migrated("0016", "0018", None)
-    assert connection.current_revision(at_0015) == "0018"
-    assert not sa.inspect(at_0015).has_table("t16")
-    # The contract migration moved the floor: an engine of 0015 no
+    assert migrate.upgrade(at_0016, expand_only=True) == (
+        migrate.Migrated("0017", "0017", "0018"))
+    assert floor(at_0016) == "0006"
+    done = migrate.contract(at_0016, live_within=60)
+    assert done == migrate.Migrated("0017", "0019", None)
+    assert revisions.current_revision(at_0016) == "0019"
+    assert not sa.inspect(at_0016).has_table("t17")
+    # The contract migration moved the floor: an engine of 0016 no
     # longer runs here.
-    assert floor(at_0015) == "0017"
+    assert floor(at_0016) == "0018"
 
 
 def test_the_full_upgrade_applies_contracts_and_moves_the_floor(
-        at_0015, longer_chain):
+        at_0016, longer_chain):
     """SQLite's upgrade on first use, and open_store(upgrade=True): every
     migration."""
-    assert connection.upgrade(at_0015) == connection.Migrated(
-        "0015", "0018", None)
-    assert floor(at_0015) == "0017"
+    assert migrate.upgrade(at_0016) == migrate.Migrated(
+        "0016", "0019", None)
+    assert floor(at_0016) == "0018"
 
 
 def test_a_contract_cut_short_leaves_the_floor_past_what_it_did(
-        at_0015, tmp_path, monkeypatch):
+        at_0016, tmp_path, monkeypatch):
     """On MySQL and MariaDB each DDL statement commits on its own: a
     contract migration that dies after dropping its table must leave the
     floor past it, so that the older engines refuse the schema. Where DDL
     is transactional, nothing of it stays, the floor included."""
     write_chain(tmp_path, monkeypatch, {
-        **SYNTHETIC, "0017": (CONTRACT, 'op.drop_table("t16"); '
+        **SYNTHETIC, "0018": (CONTRACT, 'op.drop_table("t17"); '
                                         'raise RuntimeError("cut short")')})
-    connection.upgrade(at_0015, expand_only=True)
+    migrate.upgrade(at_0016, expand_only=True)
     with pytest.raises(RuntimeError, match="cut short"):
-        connection.contract(at_0015, live_within=60)
-    dropped = not sa.inspect(at_0015).has_table("t16")
-    assert floor(at_0015) == ("0017" if dropped else "0006")
-    if at_0015.dialect.name != "mysql":
+        migrate.contract(at_0016, live_within=60)
+    dropped = not sa.inspect(at_0016).has_table("t17")
+    assert floor(at_0016) == ("0018" if dropped else "0006")
+    if at_0016.dialect.name != "mysql":
         assert not dropped
 
 
 def test_contract_refuses_while_an_engine_of_an_older_release_is_alive(
-        at_0015, longer_chain):
-    connection.upgrade(at_0015, expand_only=True)
-    # Before 0015 (NULL), of 0015, of this release, and one of 0015
+        at_0016, longer_chain):
+    migrate.upgrade(at_0016, expand_only=True)
+    # Before 0016 (NULL), of 0016, of this release, and one of 0016
     # silent past the lease: only the first two count.
-    registered(at_0015, "old-host:11", None)
-    registered(at_0015, "mid-host:12", "0015", silent_for=5)
-    registered(at_0015, "new-host:13", "0018")
-    registered(at_0015, "gone-host:14", "0015", silent_for=120)
-    with pytest.raises(connection.OlderEngines) as raised:
-        connection.contract(at_0015, live_within=60)
+    registered(at_0016, "old-host:11", None)
+    registered(at_0016, "mid-host:12", "0016", silent_for=5)
+    registered(at_0016, "new-host:13", "0019")
+    registered(at_0016, "gone-host:14", "0016", silent_for=120)
+    with pytest.raises(migrate.OlderEngines) as raised:
+        migrate.contract(at_0016, live_within=60)
     seen = r"last seen \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\)"
     assert re.fullmatch(
         rf"2 engine\(s\) of an older release alive, which could not run "
@@ -313,22 +316,22 @@ def test_contract_refuses_while_an_engine_of_an_older_release_is_alive(
         rf"as alive for 60 s \(\[engine\] lease_seconds\) after it was "
         rf"last seen", str(raised.value))
     # Nothing was applied.
-    assert connection.current_revision(at_0015) == "0016"
-    assert floor(at_0015) == "0006"
-    with at_0015.begin() as conn:
+    assert revisions.current_revision(at_0016) == "0017"
+    assert floor(at_0016) == "0006"
+    with at_0016.begin() as conn:
         conn.execute(engines.delete().where(engines.c.name.in_(
             ["old-host:11", "mid-host:12"])))
-    assert connection.contract(at_0015, live_within=60).after == "0018"
+    assert migrate.contract(at_0016, live_within=60).after == "0019"
 
 
 def test_an_engine_finds_out_at_its_next_report_of_a_newer_contract(
-        db_url, at_0015):
+        db_url, at_0016):
     """One that started while a newer 'db contract' ran, or was frozen
     past its lease: its next report refuses, and registers nothing."""
     store = open_store(db_url)
     try:
         store.engine_seen("a-host:1", "a-host", 1)
-        with at_0015.begin() as conn:
+        with at_0016.begin() as conn:
             conn.execute(schema_floor.update().values(revision="0099"))
         with pytest.raises(exception.SchemaMismatch, match=(
                 r"contracted past this release: its last contract "
@@ -339,16 +342,16 @@ def test_an_engine_finds_out_at_its_next_report_of_a_newer_contract(
         store.close()
 
 
-def test_contract_refuses_with_nothing_pending_too(at_0015):
+def test_contract_refuses_with_nothing_pending_too(at_0016):
     """It is the upgrade's last step: an engine of the previous release
     still alive means the upgrade is not finished."""
-    registered(at_0015, "old-host:11", None)
-    with pytest.raises(connection.OlderEngines):
-        connection.contract(at_0015, live_within=60)
-    with at_0015.begin() as conn:
+    registered(at_0016, "old-host:11", None)
+    with pytest.raises(migrate.OlderEngines):
+        migrate.contract(at_0016, live_within=60)
+    with at_0016.begin() as conn:
         conn.execute(engines.delete())
-    assert connection.contract(at_0015, live_within=60) == (
-        connection.Migrated("0015", "0015", None))
+    assert migrate.contract(at_0016, live_within=60) == (
+        migrate.Migrated("0016", "0016", None))
 
 
 def test_an_engine_registers_its_schema_revision(tmp_path):
@@ -361,24 +364,24 @@ def test_an_engine_registers_its_schema_revision(tmp_path):
                 engines.c.name, engines.c.schema_revision)).all()
     finally:
         store.close()
-    assert rows == [("host-a:1", connection.HEAD_REVISION)]
+    assert rows == [("host-a:1", revisions.HEAD_REVISION)]
 
 
-def test_an_older_recovery_refuses_to_migrate_a_newer_schema(at_0015):
-    with at_0015.begin() as conn:
+def test_an_older_recovery_refuses_to_migrate_a_newer_schema(at_0016):
+    with at_0016.begin() as conn:
         conn.execute(sa.text(
             "UPDATE alembic_version SET version_num = '0099'"))
-    for migrate in (lambda: connection.upgrade(at_0015, expand_only=True),
-                    lambda: connection.contract(at_0015, 60)):
+    for attempt in (lambda: migrate.upgrade(at_0016, expand_only=True),
+                    lambda: migrate.contract(at_0016, 60)):
         with pytest.raises(exception.SchemaMismatch) as raised:
-            migrate()
+            attempt()
         assert str(raised.value).endswith(
-            "newer than this recovery's 0015: upgrade recovery on this "
+            "newer than this recovery's 0016: upgrade recovery on this "
             "controller")
 
 
 def test_the_commands_say_where_they_stopped_and_what_refused(
-        at_0015, longer_chain, db_url, capsys):
+        at_0016, longer_chain, db_url, capsys):
     conf = cfg.ConfigOpts()
     recovery_conf.register_opts(conf)
     conf([], default_config_files=[])
@@ -387,18 +390,18 @@ def test_the_commands_say_where_they_stopped_and_what_refused(
                          argparse.Namespace(action="contract"))
     assert commands.db(conf, upgrade) == commands.EXIT_OK
     assert capsys.readouterr().out == (
-        "schema at 0016 (was 0015); stopped before contract migration "
-        "0017, which engines of the previous release cannot run on: run "
+        "schema at 0017 (was 0016); stopped before contract migration "
+        "0018, which engines of the previous release cannot run on: run "
         "'recovery db contract' once every engine runs this release\n")
-    registered(at_0015, "old-host:11", None)
+    registered(at_0016, "old-host:11", None)
     assert commands.db(conf, contract) == commands.EXIT_REFUSED
     assert capsys.readouterr().err.startswith(
         "recovery: error: 1 engine(s) of an older release alive, which "
         "could not run on the contracted schema: old-host:11 on old-host, "
         "last seen ")
-    with at_0015.begin() as conn:
+    with at_0016.begin() as conn:
         conn.execute(engines.delete())
     assert commands.db(conf, contract) == commands.EXIT_OK
     assert capsys.readouterr().out == (
-        "schema at 0018 (was 0016); no engine of an older release is "
+        "schema at 0019 (was 0017); no engine of an older release is "
         "alive\n")

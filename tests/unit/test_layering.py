@@ -9,11 +9,18 @@ check it, so an import inside a function counts too, and so does
   flow's internals;
 - the command line wires no run of its own: its leases, claims and
   events are the runner's (recovery.engine.runner), as the engine's are;
-- only recovery/concurrency.py imports threading, or eventlet.
+- only recovery/concurrency.py imports threading, or eventlet;
+- no module of recovery/ imports itself through others: no import cycle,
+  not even one hidden in a function (Python runs a deferred import, so it
+  only hides the cycle) or under ``if TYPE_CHECKING:`` (the type checker
+  follows it, and the module it names is one the code depends on).
 """
 
 import ast
+import collections
 import pathlib
+from collections.abc import Collection
+from collections.abc import Mapping
 
 import pytest
 
@@ -49,17 +56,18 @@ class Import:
         return f"{self.path.relative_to(ROOT.parent)}:{self.line}: {what}"
 
 
-def imports(package: str) -> list[Import]:
-    """Every import in every module under recovery/``package``."""
+def imports(package: str, root: pathlib.Path = ROOT) -> list[Import]:
+    """Every import in every module under recovery/``package`` (or under
+    another package's ``root``)."""
     found = []
-    for path in sorted((ROOT / package).rglob("*.py")):
+    for path in sorted((root / package).rglob("*.py")):
         tree = ast.parse(path.read_text(), str(path))
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 found += [Import(path, node.lineno, alias.name, None)
                           for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                module = _absolute(node, path)
+                module = _absolute(node, path, root)
                 found += [Import(path, node.lineno, module, alias.name)
                           for alias in node.names]
             elif _imports_by_name(node):
@@ -81,10 +89,11 @@ def _imports_by_name(node: ast.AST) -> bool:
                 and called.id in ("import_module", "__import__")))
 
 
-def _absolute(node: ast.ImportFrom, path: pathlib.Path) -> str:
+def _absolute(node: ast.ImportFrom, path: pathlib.Path,
+              root: pathlib.Path = ROOT) -> str:
     if not node.level:
         return node.module or ""
-    package = path.relative_to(ROOT.parent).with_suffix("").parts[:-1]
+    package = path.relative_to(root.parent).with_suffix("").parts[:-1]
     base = list(package[:len(package) - node.level + 1])
     return ".".join(base + ([node.module] if node.module else []))
 
@@ -138,3 +147,101 @@ def test_only_concurrency_imports_threads(module):
     wrong = [i for i in imports(".") if i.reaches(module)
              and i.path != ROOT / "concurrency.py"]
     assert wrong == []
+
+
+def _module_name(path: pathlib.Path, root: pathlib.Path) -> str:
+    """``recovery.db.store``; a package's __init__ is the package."""
+    parts = path.relative_to(root.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def import_graph(root: pathlib.Path = ROOT) -> dict[str, set[str]]:
+    """Which modules under ``root`` each one imports. An import reaches
+    the module it loads: ``from pkg import name`` the submodule when
+    ``name`` is one, else ``pkg`` (a package: its __init__);
+    ``from pkg.mod import name`` the module ``pkg.mod``."""
+    modules = {_module_name(path, root)
+               for path in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {name: set() for name in modules}
+    for imported in imports(".", root):
+        source = _module_name(imported.path, root)
+        target = imported.module if imported.name is None else (
+            f"{imported.module}.{imported.name}")
+        while target and target not in modules:
+            target = target.rpartition(".")[0]
+        if target and target != source:
+            graph[source].add(target)
+    return graph
+
+
+def _shortest_cycle(graph: Mapping[str, Collection[str]],
+                    start: str) -> list[str] | None:
+    """The shortest path from ``start`` back to it (breadth first)."""
+    came_from: dict[str, str] = {}
+    queue = collections.deque([start])
+    while queue:
+        node = queue.popleft()
+        for nxt in sorted(graph.get(node, ())):
+            if nxt == start:
+                path = [node]
+                while path[-1] != start:
+                    path.append(came_from[path[-1]])
+                return path[::-1]
+            if nxt not in came_from:
+                came_from[nxt] = node
+                queue.append(nxt)
+    return None
+
+
+def cycles(graph: Mapping[str, Collection[str]]) -> list[list[str]]:
+    """Every module's shortest cycle, each cycle once (starting at its
+    least name), shortest first."""
+    found = set()
+    for start in graph:
+        cycle = _shortest_cycle(graph, start)
+        if cycle:
+            first = cycle.index(min(cycle))
+            found.add(tuple(cycle[first:] + cycle[:first]))
+    return [list(c) for c in sorted(found, key=lambda c: (len(c), c))]
+
+
+def _shown(found: list[list[str]]) -> str:
+    return "\n".join(" -> ".join([*cycle, cycle[0]]) for cycle in found)
+
+
+def test_the_cycle_finder_finds_each_cycle_shortest_first():
+    graph = {"a": {"b"}, "b": {"c", "a"}, "c": {"a", "d"}, "d": {"d"},
+             "e": {"a"}, "f": set()}
+    assert cycles(graph) == [["d"], ["a", "b"], ["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_the_import_graph_follows_every_kind_of_import(tmp_path):
+    """A package with a cycle through a deferred import, a TYPE_CHECKING
+    import and ``from pkg import submodule``, and imports that reach a
+    package's __init__ or a module's attribute."""
+    root = tmp_path / "pkg"
+    (root / "sub").mkdir(parents=True)
+    sources = {
+        "__init__.py": "from pkg.sub import low\n",
+        "top.py": "def later():\n    from pkg import mid\n",
+        "mid.py": "from typing import TYPE_CHECKING\n"
+                  "if TYPE_CHECKING:\n    from .sub.low import Thing\n",
+        "sub/__init__.py": "",
+        "sub/low.py": "import pkg.top\nfrom pkg import sub\n"
+                      "from pkg.sub import low\nimport os\n",
+    }
+    for name, text in sources.items():
+        (root / name).write_text(text)
+    graph = import_graph(root)
+    assert graph == {
+        "pkg": {"pkg.sub.low"}, "pkg.top": {"pkg.mid"},
+        "pkg.mid": {"pkg.sub.low"}, "pkg.sub": set(),
+        "pkg.sub.low": {"pkg.top", "pkg.sub"}}
+    assert _shown(cycles(graph)) == (
+        "pkg.mid -> pkg.sub.low -> pkg.top -> pkg.mid")
+
+
+def test_no_import_cycle():
+    found = cycles(import_graph())
+    assert not found, f"import cycles, shortest first:\n{_shown(found)}"

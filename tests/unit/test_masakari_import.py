@@ -465,6 +465,19 @@ def test_other_databases_are_refused():
         mi.open_source("mysql+mysqldb://masakari@db/masakari")
 
 
+def test_the_command_refuses_a_port_that_is_not_a_number(tmp_path, conf):
+    """``--from`` goes through the store's own URL parsing, and its
+    refusal names ``--from``: the command line shows it in one line."""
+    conf.set_override("connection", f"sqlite:///{tmp_path}/r.sqlite",
+                      "database")
+    args = argparse.Namespace(source="mysql://masakari@db:port/masakari",
+                              dry_run=False)
+    with pytest.raises(exception.ConfigError) as raised:
+        commands.import_masakari(conf, args)
+    assert str(raised.value).startswith("--from is not a database URL: ")
+    assert "\n" not in str(raised.value)
+
+
 def test_a_missing_sqlite_file_is_refused_and_not_created(tmp_path):
     typo = tmp_path / "masakri.sqlite"
     with pytest.raises(exception.ConfigError, match=(

@@ -9,7 +9,7 @@ import sqlalchemy
 from alembic.script import ScriptDirectory
 
 from recovery import exception
-from recovery.db import connection
+from recovery.db import revisions
 from recovery.db.events import Decision
 from recovery.db.events import EventKind
 from recovery.db.store import open_store
@@ -220,6 +220,6 @@ def test_head_revision_is_the_migrations_head():
     """A store at HEAD_REVISION is opened without alembic: were it not
     the real head of migrations/versions, a new migration would never
     run."""
-    migrations = pathlib.Path(connection.__file__).parent / "migrations"
+    migrations = pathlib.Path(revisions.__file__).parent / "migrations"
     assert ScriptDirectory(str(migrations)).get_heads() == [
-        connection.HEAD_REVISION]
+        revisions.HEAD_REVISION]

@@ -167,3 +167,21 @@ def test_the_url_in_the_message_has_no_password(closed_port):
     with pytest.raises(exception.StoreUnavailable) as raised:
         open_store(url.render_as_string(hide_password=False))
     assert "s3cret" not in str(raised.value)
+
+
+@pytest.mark.parametrize("engine_start", [False, True])
+def test_a_port_that_is_not_a_number_is_the_configuration(engine_start):
+    """``mysql://u@db:port/x`` is refused in one line that names the
+    option, as any other connection string that is not a URL, for a
+    command and for the engine's start alike: neither waits for it, and
+    neither shows the ValueError's traceback."""
+    clock = FakeClock()
+    conf = make_conf("mysql://u@db:port/x", max_retries=5)
+    with pytest.raises(exception.ConfigError) as raised:
+        open_conf_store(conf, clock=clock, on_unreachable=(
+            (lambda unreachable: None) if engine_start else None))
+    message = str(raised.value)
+    assert message.startswith(
+        "[database] connection is not a database URL: ")
+    assert "'port'" in message and "\n" not in message
+    assert clock.sleeps == []
