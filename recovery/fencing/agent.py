@@ -15,9 +15,10 @@ said it is writing its dump.
 The parameters, password included, go to the agent on standard input
 only: never on a command line or in the environment (the IPMI agents,
 which would put it on ipmitool's, get it through a private file
-instead: ``ipmitool_shim``). Each call is bounded; an agent that outlives its time is killed with everything it
-started (it runs in a session of its own). ``_translate`` is the one
-place where an agent's answers become FencingError.
+instead: ``ipmitool_shim``). Each call is bounded; an agent that
+outlives its time is killed with everything it started (it runs in a
+session of its own). ``AgentFencer._failed`` and ``call`` are the places
+where an agent's answers become FencingError (``Fencer._error``).
 """
 
 import contextlib
@@ -36,7 +37,6 @@ from recovery import concurrency
 from recovery.exception import ConfigError
 from recovery.exception import FencingError
 from recovery.fencing import ipmitool_shim
-from recovery.fencing.fencer import BmcRefused
 from recovery.fencing.fencer import BmcSettings
 from recovery.fencing.fencer import Check
 from recovery.fencing.fencer import Fencer
@@ -253,14 +253,9 @@ class AgentFencer(Fencer):
                     parameters["ipmitool_path"] = self._ipmitool
                 answer = run(self.path, parameters, seconds)
         except FencingError as exc:
-            raise self._translate(str(exc), action) from exc
+            raise self._error(action, str(exc)) from exc
         return Answer(answer.code,
                       self.settings.password.scrub(answer.output))
-
-    def _translate(self, detail: str, action: str) -> FencingError:
-        """The one place an agent's answer becomes FencingError."""
-        return FencingError(self.settings.password.scrub(
-            f"{self.describe()}: {action}: {detail}"))
 
     # -- the shared loop's hooks --------------------------------------------
     def _send_off(self, seconds: float) -> None:
@@ -294,12 +289,11 @@ class AgentFencer(Fencer):
         last, count = self._repeats
         self._repeats = (line, count + 1 if line == last else 1)
         if not self._answered and self._repeats[1] >= REFUSAL_REPEATS:
-            return BmcRefused(self.settings.password.scrub(
-                f"{self.describe()}: {action}: {line}; the same failure "
-                f"{REFUSAL_REPEATS} times and no answer that worked: taken "
-                f"as a refusal (credentials, address or parameters), not "
-                f"asked again"))
-        return self._translate(line, action)
+            return self._error(action, (
+                f"{line}; the same failure {REFUSAL_REPEATS} times and no "
+                f"answer that worked: taken as a refusal (credentials, "
+                f"address or parameters), not asked again"), refused=True)
+        return self._error(action, line)
 
     def check(self, clock: concurrency.Clock) -> list[Check]:
         """``monitor`` and ``status``, as far as the agent has them. An
@@ -358,9 +352,8 @@ class AgentFencer(Fencer):
             raise
         if answer.code != 0:
             counted(self.agent, "not_off").inc()
-            error = self._translate(
-                f"no proof within {timeout:g} s ({answer.describe()})",
-                "off")
+            error = self._error(
+                "off", f"no proof within {timeout:g} s ({answer.describe()})")
             LOG.error("Fencing %s failed: %s", self.settings.host, error)
             raise error
         counted(self.agent, "off").inc()

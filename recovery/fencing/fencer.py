@@ -84,6 +84,14 @@ class Fencer:
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.describe()}>"
 
+    def _error(self, what: str, detail: str, *,
+               refused: bool = False) -> FencingError:
+        """Every driver's error about ``what``: named after the device,
+        its password scrubbed; ``refused``: asking again cannot help."""
+        message = self.settings.password.scrub(
+            f"{self.describe()}: {what}: {detail}")
+        return BmcRefused(message) if refused else FencingError(message)
+
     # -- driver hooks ------------------------------------------------------
     def _send_off(self, seconds: float) -> None:
         """Send one power-off request; raise FencingError on failure."""
@@ -214,6 +222,14 @@ class Fencer:
         finally:
             self._close()
         return [("status", ok, answer, clock.monotonic() - started)]
+
+
+def detail_of(exc: Exception) -> str:
+    """What a driver says of an error its library raised: a
+    FencingError's own words, else the exception's class and text."""
+    if isinstance(exc, FencingError):
+        return str(exc)
+    return f"{type(exc).__name__}: {exc}"
 
 
 def call_bounded(fn: Callable[[], T], seconds: float) -> T:

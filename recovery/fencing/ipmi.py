@@ -31,11 +31,11 @@ from typing import Any
 
 from recovery import concurrency
 from recovery.exception import FencingError
-from recovery.fencing.fencer import BmcRefused
 from recovery.fencing.fencer import BmcSettings
 from recovery.fencing.fencer import Fencer
 from recovery.fencing.fencer import Timing
 from recovery.fencing.fencer import call_bounded
+from recovery.fencing.fencer import detail_of
 
 LOG = logging.getLogger(__name__)
 
@@ -110,13 +110,9 @@ class IpmiFencer(Fencer):
                 detail = f"{exc.kind}: {exc.text}"
                 refused = any(word in exc.text.lower()
                               for word in _REFUSAL_WORDS)
-        elif isinstance(exc, FencingError):
-            detail = str(exc)
         else:
-            detail = f"{type(exc).__name__}: {exc}"
-        message = self.settings.password.scrub(
-            f"{self.describe()}: {what}: {detail}")
-        return BmcRefused(message) if refused else FencingError(message)
+            detail = detail_of(exc)
+        return self._error(what, detail, refused=refused)
 
 
 class _Helper:

@@ -18,11 +18,11 @@ import sushy.auth
 from sushy import exceptions as sushy_exc
 
 from recovery.exception import FencingError
-from recovery.fencing.fencer import BmcRefused
 from recovery.fencing.fencer import BmcSettings
 from recovery.fencing.fencer import Fencer
 from recovery.fencing.fencer import Timing
 from recovery.fencing.fencer import call_bounded
+from recovery.fencing.fencer import detail_of
 
 LOG = logging.getLogger(__name__)
 
@@ -103,15 +103,8 @@ class RedfishFencer(Fencer):
 
     def _translate(self, exc: Exception, what: str) -> FencingError:
         """The one place sushy's errors become FencingError."""
-        if isinstance(exc, FencingError):
-            message = str(exc)
-        else:
-            message = f"{type(exc).__name__}: {exc}"
-        message = self.settings.password.scrub(
-            f"{self.describe()}: {what}: {message}")
-        if isinstance(exc, _REFUSALS) or _is_tls_error(exc):
-            return BmcRefused(message)
-        return FencingError(message)
+        return self._error(what, detail_of(exc), refused=isinstance(
+            exc, _REFUSALS) or _is_tls_error(exc))
 
 
 def _is_tls_error(exc: BaseException) -> bool:
