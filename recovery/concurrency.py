@@ -9,8 +9,10 @@ that backend is chosen. Entry points call ``start()`` first thing in
 ``main()``: it picks the backend (``choose``) and patches the process for
 eventlet. Every other module asks this one for a clock, a task pool,
 locks and events, so that moving away from eventlet means changing this
-file only. A process that was not monkey-patched (the unit tests) gets
-plain threads.
+file only. That rule, not a subject, sets what is here, and so its size:
+the backend's choice (read before anything may be imported) and each
+primitive on both backends, the WSGI server included. A process that
+was not monkey-patched (the unit tests) gets plain threads.
 
 Shared state. On threads a task may be preempted anywhere, not only where
 it waits. The rule: a lock guards data only; no I/O (Nova, the store, a
@@ -54,9 +56,10 @@ that more than one task touches, who touches it, and its guard:
   waiting on it wait for their own entries, which it commits.
 - ``StoreRecorder`` (engine/runner.py), the news told: a run's instance
   tasks, each under its own instance's key.
-- The Nova session (nova.py): every task. urllib3's connection pool is
-  thread-safe; the guard is per task (``TaskLocal``); the proxy lookup
-  cache may compute one entry twice, the same.
+- The Nova session (nova/transport.py): every task. urllib3's
+  connection pool is thread-safe; the guard is per task
+  (``TaskLocal``); the proxy lookup cache may compute one entry twice,
+  the same.
 - The threaded WSGI server's requests in flight: its lock.
 """
 
