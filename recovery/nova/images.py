@@ -8,6 +8,7 @@ import urllib.parse
 from collections.abc import Callable
 from typing import Any
 
+from keystoneauth1 import exceptions as ks_exc
 from keystoneauth1 import identity as ks_identity
 
 from recovery import concurrency
@@ -132,8 +133,7 @@ class Images:
     def _read(self, image_id: str, call: Callable[..., Any],
               timeout: float) -> dict[str, str]:
         what = f"show image {image_id}"
-        path = f"/v2/images/{urllib.parse.quote(image_id, safe='')}"
-        response = call(what, self._adapter.get, path, kind="image.show",
+        response = call(what, self._show, image_id, kind="image.show",
                         safe=False, timeout=timeout)
         try:
             body = response.json()
@@ -146,6 +146,19 @@ class Images:
         return {key: str(value) for key, value in body.items()
                 if key.startswith("hw_")
                 and isinstance(value, (str, int, float))}
+
+    def _show(self, image_id: str, **kwargs: Any) -> Any:
+        """GET the image from Glance's v2 API. Catalogs name Glance by
+        its root (``http://glance:9292``) or by its v2 API
+        (``.../v2``): both are Glance, and ``/v2`` is added only to the
+        root."""
+        endpoint = self._adapter.get_endpoint()
+        if endpoint is None:
+            # As keystoneauth says it: no image service in the catalog.
+            raise ks_exc.EndpointNotFound()
+        root = endpoint.rstrip("/").removesuffix("/v2")
+        image = urllib.parse.quote(image_id, safe="")
+        return self._adapter.get(f"{root}/v2/images/{image}", **kwargs)
 
     def _keep(self, image_id: str, properties: dict[str, str]) -> None:
         with self._lock:

@@ -518,6 +518,27 @@ def test_a_catalog_without_glance_is_said_once(fake_nova, caplog):
     assert image_requests(fake_nova) == []
 
 
+@pytest.mark.parametrize("suffix", ["", "/", "/v2", "/v2/"])
+def test_glance_is_found_by_its_root_or_its_v2_api(fake_nova, suffix):
+    """Catalogs name Glance's endpoint either way: ``/v2`` is added only
+    to the root, never twice."""
+    fake_nova.add_compute("compute-1")
+    image = fake_nova.add_image({"hw_tpm_version": "2.0"})
+    fake_nova.add_server("tpm", "compute-1", image_id=image)
+    url = glance.endpoint_for(fake_nova.endpoint) + suffix
+    with FakeKeystone(fake_nova.endpoint,
+                      endpoints={"image": url}) as keystone:
+        conf = make_conf(auth_type="password", auth_url=keystone.url,
+                         region_name="RegionOne", username="recovery",
+                         password="s3cret", project_name="admin",
+                         user_domain_id="default",
+                         project_domain_id="default")
+        [server] = load_nova(conf, FakeClock()).list_servers("compute-1")
+    assert server.specs.image == {"hw_tpm_version": "2.0"}
+    assert image_requests(fake_nova) == [
+        f"{glance.PREFIX}/v2/images/{image}"]
+
+
 def test_the_images_kept_are_bounded(fake_nova, monkeypatch):
     """Past the bound, the image used least recently goes, and is read
     again when needed; one listing still has every image it read."""

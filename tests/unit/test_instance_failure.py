@@ -258,6 +258,8 @@ def test_a_start_that_does_not_take_fails_at_once(store, clock):
     ("paused", "paused"), ("rescued", "rescue"), ("suspended", "suspended"),
     ("shelved", "shelved"), ("shelved_offloaded", "offloaded"),
     ("resized", "confirm or revert"), ("building", "'building'"),
+    # Nova's vm_state is "soft-delete" (the table once said "soft-deleted").
+    ("soft-delete", "soft-deleted; only a restore"),
 ])
 def test_a_state_someone_chose_is_ignored(store, clock, vm_state, why):
     nova = nova_with(vm_state)
