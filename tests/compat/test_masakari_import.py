@@ -21,7 +21,7 @@ import pytest
 import sqlalchemy as sa
 
 from recovery.api import views
-from recovery.db import masakari_import as mi
+from recovery.db import masakari_source as ms
 from recovery.db.store import open_store
 from tests.compat import masakari_side
 from tests.functional.cli_process import run_cli
@@ -373,26 +373,26 @@ def test_recovery_serves_what_masakari_served(masakari, recovery):
 
 def test_the_source_connection_is_read_only(masakari):
     before = masakari.dump()
-    engine = mi.open_source(as_oslo_db_writes_it(masakari.url))
+    engine = ms.open_source(as_oslo_db_writes_it(masakari.url))
     try:
         with pytest.raises(sa.exc.DBAPIError, match="(?i)read.only"):
             with engine.begin() as conn:
-                conn.execute(mi.M_VERSION.delete())
+                conn.execute(ms.M_VERSION.delete())
     finally:
         engine.dispose()
     assert masakari.dump() == before
 
 
 def test_the_transcribed_tables_are_masakari_s():
-    """recovery.db.masakari_import reads columns Masakari 22's models
+    """recovery.db.masakari_source reads columns Masakari 22's models
     have, as the Python types they are there (read in Masakari's own
     process: its functional tests, in this one, registered its options
     under another config already)."""
     done = subprocess.run([*SIDE, "columns"], capture_output=True,
                           text=True, timeout=60, check=True)
     theirs = json.loads(done.stdout)
-    for table in (mi.M_SEGMENTS, mi.M_HOSTS, mi.M_NOTIFICATIONS,
-                  mi.M_VMOVES):
+    for table in (ms.M_SEGMENTS, ms.M_HOSTS, ms.M_NOTIFICATIONS,
+                  ms.M_VMOVES):
         model = theirs[table.name]
         for column in table.columns:
             assert column.name in model, (table.name, column.name)

@@ -1,5 +1,5 @@
 """'recovery db import-masakari' from an SQLite database with Masakari
-22's tables (recovery.db.masakari_import's transcription of Masakari's
+22's tables (recovery.db.masakari_source's transcription of Masakari's
 models, which tests/compat/test_masakari_import.py checks against
 Masakari's own): what each row becomes, what is skipped and why, a
 second run, a dry run, conflicts, and the source left unwritten."""
@@ -15,6 +15,7 @@ from recovery import exception
 from recovery.api import views
 from recovery.cmd import commands
 from recovery.db import masakari_import as mi
+from recovery.db import masakari_source as ms
 from recovery.db.tables import hosts
 from recovery.db.tables import instance_journal
 from recovery.db.tables import notifications
@@ -43,8 +44,8 @@ class Masakari:
     def __init__(self, path):
         self.url = f"sqlite:///{path}"
         self.engine = sa.create_engine(self.url)
-        mi._masakari.create_all(self.engine)
-        self.insert(mi.M_VERSION, version_num=mi.REVISION)
+        ms._masakari.create_all(self.engine)
+        self.insert(ms.M_VERSION, version_num=ms.REVISION)
 
     def insert(self, table, **values):
         """The new row's id."""
@@ -61,18 +62,18 @@ class Masakari:
         values = dict(uuid=uuid, name=name, service_type="COMPUTE",
                       enabled=True, description=f"{name} hosts",
                       recovery_method=method, created_at=at(0), deleted=0)
-        row = self.insert(mi.M_SEGMENTS, **{**values, **more})
+        row = self.insert(ms.M_SEGMENTS, **{**values, **more})
         if deleted:
-            self.delete(mi.M_SEGMENTS, row)
+            self.delete(ms.M_SEGMENTS, row)
 
     def host(self, uuid, name, segment, deleted=False, **more):
         values = dict(uuid=uuid, name=name, reserved=False, type="COMPUTE",
                       control_attributes="SSH", on_maintenance=False,
                       failover_segment_id=segment, created_at=at(1),
                       deleted=0)
-        row = self.insert(mi.M_HOSTS, **{**values, **more})
+        row = self.insert(ms.M_HOSTS, **{**values, **more})
         if deleted:
-            self.delete(mi.M_HOSTS, row)
+            self.delete(ms.M_HOSTS, row)
 
     def notification(self, uuid, host, status, deleted=False,
                      type="COMPUTE_HOST", payload=STOPPED, **more):
@@ -81,9 +82,9 @@ class Masakari:
                       status=status, source_host_uuid=host,
                       failover_segment_uuid="seg-1", message=None,
                       created_at=at(10), updated_at=at(12), deleted=0)
-        row = self.insert(mi.M_NOTIFICATIONS, **{**values, **more})
+        row = self.insert(ms.M_NOTIFICATIONS, **{**values, **more})
         if deleted:
-            self.delete(mi.M_NOTIFICATIONS, row)
+            self.delete(ms.M_NOTIFICATIONS, row)
 
     def vmove(self, uuid, notification, instance, status="succeeded",
               deleted=False, **more):
@@ -93,15 +94,15 @@ class Masakari:
                       start_time=at(11), end_time=at(12), type="evacuation",
                       status=status, message=None, created_at=at(11),
                       updated_at=at(12), deleted=0)
-        row = self.insert(mi.M_VMOVES, **{**values, **more})
+        row = self.insert(ms.M_VMOVES, **{**values, **more})
         if deleted:
-            self.delete(mi.M_VMOVES, row)
+            self.delete(ms.M_VMOVES, row)
 
     def dump(self):
         """Every row of every table: what must not change."""
         with self.engine.connect() as conn:
             return {t.name: conn.execute(sa.select(t)).all()
-                    for t in mi._masakari.sorted_tables}
+                    for t in ms._masakari.sorted_tables}
 
 
 @pytest.fixture
@@ -154,9 +155,9 @@ def cloud(masakari):
 
 
 def imported(store, masakari, dry_run=False):
-    engine = mi.open_source(masakari.url)
+    engine = ms.open_source(masakari.url)
     try:
-        source = mi.read(engine)
+        source = ms.read(engine)
     finally:
         engine.dispose()
     return mi.run(store, source, url=masakari.url, now=NOW,
@@ -326,11 +327,11 @@ def test_masakari_s_database_is_not_written(store, cloud):
 
 
 def test_the_source_connection_is_read_only(cloud):
-    engine = mi.open_source(cloud.url)
+    engine = ms.open_source(cloud.url)
     try:
         with pytest.raises(sa.exc.OperationalError, match="readonly"):
             with engine.begin() as conn:
-                conn.execute(mi.M_VERSION.delete())
+                conn.execute(ms.M_VERSION.delete())
     finally:
         engine.dispose()
 
@@ -358,8 +359,8 @@ def test_an_entry_changed_in_recovery_is_not_overwritten(store, cloud):
 def test_a_changed_vmove_is_a_different_notification(store, cloud):
     imported(store, cloud)
     with cloud.engine.begin() as conn:
-        conn.execute(mi.M_VMOVES.update().where(
-            mi.M_VMOVES.c.uuid == "vm-3").values(status="succeeded"))
+        conn.execute(ms.M_VMOVES.update().where(
+            ms.M_VMOVES.c.uuid == "vm-3").values(status="succeeded"))
 
     report = imported(store, cloud)
 
@@ -400,8 +401,8 @@ def test_what_recovery_cannot_hold_is_left_behind(store, masakari):
     masakari.vmove("v-2", "note", "i-1")
     masakari.vmove("v-3", "note", "i-3", type="live_migration")
     with masakari.engine.begin() as conn:
-        conn.execute(mi.M_NOTIFICATIONS.update().where(
-            mi.M_NOTIFICATIONS.c.notification_uuid == "bad").values(
+        conn.execute(ms.M_NOTIFICATIONS.update().where(
+            ms.M_NOTIFICATIONS.c.notification_uuid == "bad").values(
                 payload="{not json"))
 
     report = imported(store, masakari)
@@ -431,7 +432,7 @@ def test_what_recovery_cannot_hold_is_left_behind(store, masakari):
 
 def test_a_database_that_is_not_masakari_22_is_refused(store, masakari):
     with masakari.engine.begin() as conn:
-        conn.execute(mi.M_VERSION.update().values(version_num="8bdf5929c5a6"))
+        conn.execute(ms.M_VERSION.update().values(version_num="8bdf5929c5a6"))
     with pytest.raises(exception.ConfigError, match=(
             "at Masakari schema revision 8bdf5929c5a6, not Masakari 22's "
             "13adff5efb9a: upgrade it")):
@@ -451,18 +452,18 @@ def test_a_database_that_is_not_masakari_22_is_refused(store, masakari):
     ("postgresql+psycopg://masakari@db/masakari", "postgresql+psycopg"),
 ])
 def test_urls_as_oslo_db_writes_them(url, driver):
-    assert mi.source_url(url).drivername == driver
+    assert ms.source_url(url).drivername == driver
 
 
 def test_other_databases_are_refused():
     with pytest.raises(exception.ConfigError, match="cannot be oracle"):
-        mi.source_url("oracle://db/masakari")
+        ms.source_url("oracle://db/masakari")
     with pytest.raises(exception.ConfigError, match="not a database URL"):
-        mi.source_url("masakari")
+        ms.source_url("masakari")
     with pytest.raises(exception.ConfigError, match="not a database URL"):
-        mi.source_url("mysql://masakari@db:port/masakari")
+        ms.source_url("mysql://masakari@db:port/masakari")
     with pytest.raises(exception.ConfigError, match="is not installed"):
-        mi.open_source("mysql+mysqldb://masakari@db/masakari")
+        ms.open_source("mysql+mysqldb://masakari@db/masakari")
 
 
 def test_the_command_refuses_a_port_that_is_not_a_number(tmp_path, conf):
@@ -482,7 +483,7 @@ def test_a_missing_sqlite_file_is_refused_and_not_created(tmp_path):
     typo = tmp_path / "masakri.sqlite"
     with pytest.raises(exception.ConfigError, match=(
             f"there is no SQLite database at {typo}")):
-        mi.open_source(f"sqlite:///{typo}")
+        ms.open_source(f"sqlite:///{typo}")
     assert not typo.exists()
 
 
@@ -500,9 +501,9 @@ def test_the_url_may_come_from_the_environment(monkeypatch):
 
 
 def test_an_unreachable_database_names_it_without_its_password():
-    engine = mi.open_source("mysql://masakari:s3cret@127.0.0.1:1/masakari")
+    engine = ms.open_source("mysql://masakari:s3cret@127.0.0.1:1/masakari")
     with pytest.raises(exception.StoreUnavailable) as caught:
-        mi.read(engine)
+        ms.read(engine)
     assert "mysql+pymysql://masakari:***@127.0.0.1:1/masakari" in str(
         caught.value)
     assert "s3cret" not in str(caught.value)
@@ -517,8 +518,8 @@ def test_the_command_exits_2_when_it_left_a_live_entry_behind(
     assert commands.import_masakari(conf, args) == commands.EXIT_OK
     assert commands.import_masakari(conf, args) == commands.EXIT_OK
     with cloud.engine.begin() as conn:
-        conn.execute(mi.M_SEGMENTS.update().where(
-            mi.M_SEGMENTS.c.uuid == "seg-1").values(name="rack-one"))
+        conn.execute(ms.M_SEGMENTS.update().where(
+            ms.M_SEGMENTS.c.uuid == "seg-1").values(name="rack-one"))
     assert commands.import_masakari(conf, args) == commands.EXIT_USAGE
 
     last = capsys.readouterr().out.split("Masakari's database")[-1]
