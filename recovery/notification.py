@@ -143,3 +143,6 @@ class StepEvent:
     progress: float
     message: str
     created_at: datetime.datetime
+    # How many instances the step said it starts on, when it said (None
+    # too for a row recorded before schema 0016).
+    instances: int | None = None

@@ -29,6 +29,40 @@ class Phase(str, enum.Enum):
     DONE = "done"
 
 
+class StepName(enum.StrEnum):
+    """Every step a run records, in one place. The values are what the
+    store, the events and the API show (a StrEnum: byte-identical to the
+    strings they replace)."""
+
+    # A host failure (recovery.flows.host_failure).
+    VERIFY_HOST_DOWN = "verify-host-down"
+    FENCE = "fence"
+    LIVENESS_PROBE = "liveness-probe"
+    FORCE_DOWN = "force-down"
+    DISABLE = "disable"
+    LIST_INSTANCES = "list-instances"
+    RESERVED_HOSTS = "reserved-hosts"
+    CAPACITY_CHECK = "capacity-check"
+    RECOVER_INSTANCES = "recover-instances"
+    # A priority phase ran past phase_timeout and the next one started.
+    PHASE_TIMEOUT = "phase-timeout"
+    # Recovery's locks still on the run's instances are lifted.
+    RELEASE_LOCKS = "release-locks"
+    # A host return.
+    CHECK_EVACUATIONS = "check-evacuations"
+    AWAIT_HEARTBEAT = "await-heartbeat"
+    CLEAR_FORCE_DOWN = "clear-force-down"
+    ENABLE = "enable"
+    # An instance failure.
+    LOCK = "lock"
+    STOP = "stop"
+    START = "start"
+    CONFIRM_ACTIVE = "confirm-active"
+    UNLOCK = "unlock"
+    # A process failure (disable and enable as above).
+    AWAIT_SERVICE_UP = "await-service-up"
+
+
 class StepState(str, enum.Enum):
     RUNNING = "RUNNING"
     SUCCESS = "SUCCESS"

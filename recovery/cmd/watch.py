@@ -18,7 +18,6 @@ from recovery.cmd import live
 from recovery.cmd.output import ProgressPrinter
 from recovery.concurrency import Clock
 from recovery.db.store import Store
-from recovery.flows import instances_announced
 from recovery.notification import Notification
 from recovery.notification import Status
 from recovery.results import InstanceResult
@@ -80,8 +79,7 @@ class Follower:
         steps = self._store.step_events(self._uuid)
         changes = [(event.created_at, functools.partial(
             self._recorder.step_changed, event.step, event.state,
-            event.message, instances=instances_announced(
-                event.step, event.state, event.message)))
+            event.message, instances=event.instances))
             for event in steps[self._steps_told:]]
         self._steps_told = len(steps)
         for entry in self._store.journal_entries(self._uuid):

@@ -96,15 +96,18 @@ class JournalStore(Transactional):
                        progress: float, message: str,
                        now: datetime.datetime,
                        holder: Holder | None = None,
-                       event: Decision | None = None) -> None:
+                       event: Decision | None = None,
+                       instances: int | None = None) -> None:
         """Record a step event, and ``event`` with it; with ``holder``,
-        only while it holds the run (``LeaseLost`` otherwise)."""
+        only while it holds the run (``LeaseLost`` otherwise).
+        ``instances``: how many instances the step says it starts on."""
         with self._tx() as conn:
             if holder is not None:
                 hold_run(conn, uuid, holder, self.lease_clock(conn))
             conn.execute(step_events.insert().values(
                 notification_uuid=uuid, step=step, state=state,
-                progress=progress, message=message, created_at=now))
+                progress=progress, message=message, created_at=now,
+                instances=instances))
             if event is not None:
                 insert_event(conn, uuid, now, event)
 
@@ -114,7 +117,7 @@ class JournalStore(Transactional):
                 step_events.c.notification_uuid == uuid).order_by(
                     step_events.c.id))
             return [StepEvent(r.step, r.state, r.progress, r.message,
-                              r.created_at) for r in rows]
+                              r.created_at, r.instances) for r in rows]
 
     # -- journal -------------------------------------------------------------
     def save_instance(self, uuid: str, result: InstanceResult,

@@ -74,6 +74,9 @@ step_events = sa.Table(
     sa.Column("progress", sa.Float, nullable=False),
     sa.Column("message", sa.Text, nullable=False),
     sa.Column("created_at", UTCDateTime, nullable=False),
+    # How many instances the step says it starts on, when it says
+    # (recover-instances); NULL before 0016.
+    sa.Column("instances", sa.Integer),
     sa.Index("ix_step_events_notification", "notification_uuid"),
 )
 

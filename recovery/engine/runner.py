@@ -135,7 +135,7 @@ class StoreRecorder:
                              news.words or message)
         self._lease.write(self._store.add_step_event, self._lease.uuid,
                           step, StepState(state).value, progress, message,
-                          self._clock.now(), event=event)
+                          self._clock.now(), event=event, instances=instances)
         if self._listener is not None:
             self._listener.step_changed(step, state, message, news=news,
                                         instances=instances)

@@ -3,10 +3,8 @@ time and concurrency through recovery.concurrency.
 
 What the engine and the CLI use of the flows is exported here, and only
 this: the flows' entry points, what a flow runs with (``Env``,
-``Settings``, the engine's ``EvacuationWatcher``), the recovery
-methods of a host (``placement_for_host``), and how many instances a
-recorded step change announced (``instances_announced``, for the views
-that read a run back from the store).
+``Settings``, the engine's ``EvacuationWatcher``) and the recovery
+methods of a host (``placement_for_host``).
 No flow imports the store: what a flow needs from it is passed in, as
 data (a journal, a restart history) or as a small protocol (the claims of
 reserved hosts).
@@ -14,12 +12,11 @@ reserved hosts).
 
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
-from recovery.flows.host_failure import Plan
-from recovery.flows.host_failure import instances_announced
 from recovery.flows.host_failure import recover_host
 from recovery.flows.host_return import return_host
 from recovery.flows.instance_failure import restart_instance
 from recovery.flows.placement import for_host as placement_for_host
+from recovery.flows.plan import Plan
 from recovery.flows.process_failure import handle_process_event
 from recovery.flows.tolerance import Cloud
 from recovery.flows.tolerance import Group
@@ -31,5 +28,5 @@ from recovery.flows.watcher import EvacuationWatcher
 
 __all__ = ["Cloud", "Env", "EvacuationWatcher", "Group", "Plan", "Settings",
            "Tolerance", "failures_tolerated", "handle_process_event",
-           "if_each_failed", "instances_announced", "placement_for_host",
+           "if_each_failed", "placement_for_host",
            "recover_host", "restart_instance", "return_host", "simulate"]

@@ -1,7 +1,7 @@
 """Before a failure: how many host failures the cloud can absorb, and
 what a given failure would do (a game day, with no side effects).
 
-Both ask the run's own plan (``host_failure.plan_failure``): the same
+Both ask the run's own plan (``plan.plan_failure``): the same
 selection (skipped instances and why, instances Nova cannot evacuate),
 priorities and phases, recovery methods, reserved hosts and
 availability zones, and the same capacity forecast
@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from recovery import concurrency
 from recovery.flows.capacity import Room
 from recovery.flows.context import Env
-from recovery.flows.host_failure import Plan
-from recovery.flows.host_failure import plan_failure
 from recovery.flows.placement import RESERVED_HOST
 from recovery.flows.placement import Placement
+from recovery.flows.plan import Plan
+from recovery.flows.plan import plan_failure
 from recovery.flows.selection import skip_reason
 from recovery.models import ComputeService
 from recovery.models import Need

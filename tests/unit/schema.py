@@ -26,6 +26,7 @@ ADDED = {
     "0014": ("ALTER TABLE notifications DROP COLUMN failure_domain",),
     "0015": ("ALTER TABLE engines DROP COLUMN schema_revision",
              "DROP TABLE schema_floor"),
+    "0016": ("ALTER TABLE step_events DROP COLUMN instances",),
 }
 
 

@@ -19,6 +19,7 @@ from recovery.engine.lease import Lease
 from recovery.engine.runner import StoreRecorder
 from recovery.fencing import load_fencing
 from recovery.flows import host_failure as hf
+from recovery.flows import isolation
 from recovery.flows import process_failure
 from recovery.notification import Kind
 from recovery.notification import Status
@@ -142,10 +143,10 @@ def test_only_the_steps_that_declare_news_are_decisions(store, clock):
     tell(recorder, process_failure.Disable, StepState.SUCCESS, "disabled")
     host_failure = notify(store, clock, host="compute-2")
     other, recorder = held_run(store, clock, host_failure)
-    tell(recorder, hf.VerifyHostDown, StepState.SUCCESS, "done")
-    tell(recorder, hf.ProbeSilent, StepState.FAILURE,
+    tell(recorder, isolation.VerifyHostDown, StepState.SUCCESS, "done")
+    tell(recorder, isolation.ProbeSilent, StepState.FAILURE,
          "compute-2 answers on TCP port 22")
-    tell(recorder, hf.ForceDown, StepState.REVERTED, "undone")
+    tell(recorder, isolation.ForceDown, StepState.REVERTED, "undone")
     assert [e.kind for e in store.events(taken.uuid)] == [
         "received", "claimed"]
     assert [(e.kind, e.message) for e in store.events(other.uuid)][2:] == [

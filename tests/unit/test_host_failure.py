@@ -8,6 +8,8 @@ import pytest
 from recovery import exception
 from recovery.flows import base
 from recovery.flows import host_failure as hf
+from recovery.flows import isolation
+from recovery.flows.host_context import HostContext
 from recovery.probe import Probe
 from recovery.results import HostReport
 from recovery.results import Outcome
@@ -30,8 +32,8 @@ def nova_with(state="down", forced_down=False, status="enabled",
 
 def ctx_for(nova, fencer=None):
     env = make_env(nova)
-    return hf.HostContext(env=env, host=HOST, fencer=fencer,
-                          report=HostReport(HOST, env.clock.now()))
+    return HostContext(env=env, host=HOST, fencer=fencer,
+                       report=HostReport(HOST, env.clock.now()))
 
 
 def recover(nova, **kwargs):
@@ -51,7 +53,7 @@ def mutations(nova):
 def test_verify_refuses_a_host_that_heartbeats():
     nova = nova_with(state="up")
     with pytest.raises(exception.HostNotDown, match="still heartbeats"):
-        hf.VerifyHostDown().execute(ctx_for(nova))
+        isolation.VerifyHostDown().execute(ctx_for(nova))
 
 
 class HeartbeatingNova(MemoryNova):
@@ -71,7 +73,7 @@ def test_verify_refuses_a_forced_down_host_that_still_heartbeats():
     nova = HeartbeatingNova()
     nova.add_service(HOST, state="down", forced_down=True, heartbeat_age=5)
     with pytest.raises(exception.HostNotDown, match="forced down"):
-        hf.VerifyHostDown().execute(ctx_for(nova))
+        isolation.VerifyHostDown().execute(ctx_for(nova))
     assert mutations(nova) == []
 
 
@@ -81,7 +83,7 @@ def test_verify_waits_out_a_young_heartbeat_of_a_forced_down_host():
     nova = nova_with(state="down", forced_down=True, heartbeat_age=5)
     ctx = ctx_for(nova)
     nova.clock = ctx.env.clock
-    hf.VerifyHostDown().execute(ctx)
+    isolation.VerifyHostDown().execute(ctx)
     assert 55 <= ctx.env.clock.t <= 56
     assert mutations(nova) == []
 
@@ -91,43 +93,43 @@ def test_verify_waits_out_a_young_heartbeat_of_a_forced_down_host():
 def test_verify_accepts(state, forced, age):
     nova = nova_with(state=state, forced_down=forced, heartbeat_age=age)
     ctx = ctx_for(nova)
-    hf.VerifyHostDown().execute(ctx)
+    isolation.VerifyHostDown().execute(ctx)
     assert ctx.service.host == HOST
 
 
 def test_verify_lets_a_live_host_through_to_fencing():
     nova = nova_with(state="up")
     ctx = ctx_for(nova, fencer=FakeFencer(nova))
-    hf.VerifyHostDown().execute(ctx)
+    isolation.VerifyHostDown().execute(ctx)
     assert mutations(nova) == []
 
 
 def test_unknown_host():
     with pytest.raises(exception.UnknownHost):
-        hf.VerifyHostDown().execute(ctx_for(MemoryNova()))
+        isolation.VerifyHostDown().execute(ctx_for(MemoryNova()))
 
 
 # -- force-down and disable --
 def test_force_down_then_rollback():
     nova = nova_with()
     ctx = ctx_for(nova)
-    hf.VerifyHostDown().execute(ctx)
-    hf.ForceDown().execute(ctx)
+    isolation.VerifyHostDown().execute(ctx)
+    isolation.ForceDown().execute(ctx)
     assert nova.services[HOST].forced_down
-    hf.ForceDown().rollback(ctx, RuntimeError())
+    isolation.ForceDown().rollback(ctx, RuntimeError())
     assert not nova.services[HOST].forced_down
 
 
 def test_force_down_disables_in_the_same_request():
     nova = nova_with()
     ctx = ctx_for(nova)
-    hf.VerifyHostDown().execute(ctx)
-    hf.ForceDown().execute(ctx)
-    hf.Disable().execute(ctx)
+    isolation.VerifyHostDown().execute(ctx)
+    isolation.ForceDown().execute(ctx)
+    isolation.Disable().execute(ctx)
     assert mutations(nova) == [("isolate", HOST, "host down")]
     assert nova.services[HOST].status == "disabled"
-    hf.Disable().rollback(ctx, RuntimeError())
-    hf.ForceDown().rollback(ctx, RuntimeError())
+    isolation.Disable().rollback(ctx, RuntimeError())
+    isolation.ForceDown().rollback(ctx, RuntimeError())
     assert nova.services[HOST].status == "enabled"
     assert not nova.services[HOST].forced_down
 
@@ -135,27 +137,27 @@ def test_force_down_disables_in_the_same_request():
 def test_force_down_keeps_an_existing_disable():
     nova = nova_with(status="disabled")
     ctx = ctx_for(nova)
-    hf.VerifyHostDown().execute(ctx)
-    hf.ForceDown().execute(ctx)
-    hf.Disable().execute(ctx)
-    hf.Disable().rollback(ctx, RuntimeError())
+    isolation.VerifyHostDown().execute(ctx)
+    isolation.ForceDown().execute(ctx)
+    isolation.Disable().execute(ctx)
+    isolation.Disable().rollback(ctx, RuntimeError())
     assert mutations(nova) == [("isolate", HOST, None)]
 
 
 def test_force_down_leaves_an_already_forced_host_alone():
     nova = nova_with(forced_down=True)
     ctx = ctx_for(nova)
-    hf.VerifyHostDown().execute(ctx)
-    hf.ForceDown().execute(ctx)
-    hf.ForceDown().rollback(ctx, RuntimeError())
+    isolation.VerifyHostDown().execute(ctx)
+    isolation.ForceDown().execute(ctx)
+    isolation.ForceDown().rollback(ctx, RuntimeError())
     assert mutations(nova) == []
 
 
 def test_force_down_answered_down_needs_no_further_read():
     nova = nova_with(state="up")
     ctx = ctx_for(nova, fencer=FakeFencer(nova))
-    hf.VerifyHostDown().execute(ctx)
-    hf.ForceDown().execute(ctx)
+    isolation.VerifyHostDown().execute(ctx)
+    isolation.ForceDown().execute(ctx)
     assert nova.names()[-1] == "isolate"
 
 
@@ -169,27 +171,50 @@ def test_force_down_waits_for_nova_to_report_down():
 
     nova.isolate = answered_up
     ctx = ctx_for(nova, fencer=FakeFencer(nova))
-    hf.VerifyHostDown().execute(ctx)
-    hf.ForceDown().execute(ctx)
+    isolation.VerifyHostDown().execute(ctx)
+    isolation.ForceDown().execute(ctx)
     assert nova.names()[-2:] == ["isolate", "get_compute_service"]
+
+
+def test_isolation_is_undone_when_nova_never_reports_the_host_down():
+    """Force-down and disable go in one request; when Nova then never
+    reports the host down, the run gives up and both are undone, as when
+    a later step fails: the host is left as it was found."""
+    nova = nova_with(state="up")
+    isolate = nova.isolate
+
+    def never_down(service, reason):
+        isolate(service, reason)
+        nova.services[HOST] = dataclasses.replace(nova.services[HOST],
+                                                  state="up")
+        return nova.services[HOST]
+
+    nova.isolate = never_down
+    nova.add_server("a")
+    with pytest.raises(exception.WaitTimeout, match=f"{HOST} down"):
+        recover(nova, fencer=FakeFencer(nova))
+    assert [c[0] for c in mutations(nova)] == [
+        "power_off", "isolate", "enable", "force_down"]
+    assert nova.services[HOST].status == "enabled"
+    assert not nova.services[HOST].forced_down
 
 
 def test_disable_with_reason_and_rollback():
     nova = nova_with(forced_down=True)
     ctx = ctx_for(nova)
-    hf.VerifyHostDown().execute(ctx)
-    hf.Disable().execute(ctx)
+    isolation.VerifyHostDown().execute(ctx)
+    isolation.Disable().execute(ctx)
     assert nova.services[HOST].disabled_reason == "host down"
-    hf.Disable().rollback(ctx, RuntimeError())
+    isolation.Disable().rollback(ctx, RuntimeError())
     assert nova.services[HOST].status == "enabled"
 
 
 def test_disable_keeps_an_existing_disable():
     nova = nova_with(status="disabled")
     ctx = ctx_for(nova)
-    hf.VerifyHostDown().execute(ctx)
-    hf.Disable().execute(ctx)
-    hf.Disable().rollback(ctx, RuntimeError())
+    isolation.VerifyHostDown().execute(ctx)
+    isolation.Disable().execute(ctx)
+    isolation.Disable().rollback(ctx, RuntimeError())
     assert mutations(nova) == []
 
 

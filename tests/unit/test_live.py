@@ -16,6 +16,7 @@ from recovery.flows import host_failure as hf
 from recovery.results import InstanceResult
 from recovery.results import Outcome
 from recovery.results import Phase
+from recovery.results import StepName
 from recovery.results import StepState
 from tests.unit.fakes import FakeClock
 from tests.unit.fakes import MemoryNova
@@ -48,7 +49,7 @@ def test_rows_and_counts_follow_the_recorder_calls():
     board = live.Board(f"host-failure {HOST}", clock)
     board.step_changed("verify-host-down", StepState.RUNNING, "started")
     assert "step verify-host-down running: started" in drawn(board)
-    board.step_changed(hf.RECOVER_INSTANCES, StepState.RUNNING,
+    board.step_changed(StepName.RECOVER_INSTANCES, StepState.RUNNING,
                        f"3 instance(s) on {HOST}; auto", instances=3)
     board.instance_changed(instance(
         "paused", clock, outcome=Outcome.SKIPPED,
@@ -84,7 +85,7 @@ def test_rows_and_counts_follow_the_recorder_calls():
     clock.t += 1
     doomed.finished_at = clock.now()
     board.instance_changed(doomed)
-    board.step_changed(hf.RECOVER_INSTANCES, StepState.FAILURE,
+    board.step_changed(StepName.RECOVER_INSTANCES, StepState.FAILURE,
                        "1 recovered, 1 failed, 1 skipped")
     clock.t += 60    # a finished row's time no longer runs
     lines = drawn(board)

@@ -21,6 +21,7 @@ from recovery.flows.priority import priority_of
 from recovery.results import InstanceResult
 from recovery.results import Outcome
 from recovery.results import Phase
+from recovery.results import StepName
 from recovery.results import StepState
 from tests.unit.fakes import FakeClock
 from tests.unit.fakes import ListRecorder
@@ -232,11 +233,11 @@ def test_a_late_phase_lets_the_next_start_and_keeps_running(caplog):
                  if "phase_timeout" in r.getMessage()]
     assert "phase 1 (priority 9) not finished after 600 s" in warning
     assert "phase 2 (priority 1) starts" in warning
-    assert [s for s in recorder.steps if s[0] == hf.PHASE_TIMEOUT] == [
-        (hf.PHASE_TIMEOUT, "SUCCESS")]
+    assert [s for s in recorder.steps if s[0] == StepName.PHASE_TIMEOUT] == [
+        (StepName.PHASE_TIMEOUT, "SUCCESS")]
     # An event of the host.
-    assert [n for n in recorder.news if n[0] == hf.PHASE_TIMEOUT] == [
-        (hf.PHASE_TIMEOUT, "SUCCESS", News(EventKind.PHASE_TIMEOUT))]
+    assert [n for n in recorder.news if n[0] == StepName.PHASE_TIMEOUT] == [
+        (StepName.PHASE_TIMEOUT, "SUCCESS", News(EventKind.PHASE_TIMEOUT))]
 
 
 def test_without_phases_one_pool_in_priority_order():
@@ -324,7 +325,7 @@ def test_a_step_s_news_is_an_event_of_the_host(tmp_path):
         taken = store.take(item, "engine-a:1", 60)
         lease = Lease(taken, "engine-a:1", 60, clock, clock.monotonic())
         recorder = StoreRecorder(store, lease, clock, notification=taken)
-        recorder.step_changed(hf.PHASE_TIMEOUT, StepState.SUCCESS,
+        recorder.step_changed(StepName.PHASE_TIMEOUT, StepState.SUCCESS,
                               "phase 1 (priority 9) not finished",
                               news=News(EventKind.PHASE_TIMEOUT))
         [event] = [e for e in store.events(taken.uuid)

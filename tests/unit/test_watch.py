@@ -75,7 +75,8 @@ def test_changes_are_told_once_in_the_order_they_happened(store, run):
     assert told.heard == [("status", "running, attempt 1")]
     told.heard.clear()
     store.add_step_event(run.uuid, "recover-instances", "RUNNING", 0.0,
-                         f"2 instance(s) on {HOST}; auto", at(1))
+                         f"2 instance(s) on {HOST}; auto", at(1),
+                         instances=2)
     store.save_instance(run.uuid, vm("vm-a", Phase.LOCKING), at(2))
     store.save_instance(run.uuid, vm("vm-b", Phase.LOCKING), at(3))
     # Only the latest write of vm-a is there to see at the next poll.
@@ -104,6 +105,23 @@ def test_changes_are_told_once_in_the_order_they_happened(store, run):
         ("step", "recover-instances", "FAILURE", None),
         ("status", f"error, attempt 1: {HOST}: 1 recovered, 1 failed "
                    f"(recovery-engine retries it)")]
+
+
+def test_the_count_is_read_from_its_column_not_the_message(store, run):
+    """A step recorded before schema 0016 (a run in progress across the
+    upgrade, or an engine of the previous release) has no count: the
+    view shows its instances as each is told of."""
+    told = Told()
+    follower = watch.Follower(store, run.uuid, told, told.say)
+    follower.poll()
+    told.heard.clear()
+    store.add_step_event(run.uuid, "recover-instances", "RUNNING", 0.0,
+                         f"2 instance(s) on {HOST}; auto", at(1))
+    store.add_step_event(run.uuid, "recover-instances", "RUNNING", 0.0,
+                         "resumed", at(2), instances=3)
+    follower.poll()
+    assert told.heard == [("step", "recover-instances", "RUNNING", None),
+                          ("step", "recover-instances", "RUNNING", 3)]
 
 
 def test_it_ends_with_the_notification(store, run):
