@@ -43,10 +43,14 @@ def load_nova(conf: cfg.ConfigOpts, clock: Clock, *,
     overrides = {} if timeout is None else {"timeout": timeout}
     limiter = RateLimiter(
         group.max_requests_per_second if rate is None else rate, clock)
-    # Keep a connection for every task that may be in flight at once (and
-    # each host's poller), instead of opening one per request.
-    hosts = conf.engine.max_concurrent_host_recoveries
-    pool_size = hosts * (conf.host_failure_recovery_threads + 1)
+
+    def pool_size() -> int:
+        # Keep a connection for every task that may be in flight at once
+        # (and each host's poller), instead of opening one per request.
+        # Read at each request: a reload resizes the pool.
+        return conf.engine.max_concurrent_host_recoveries * (
+            conf.host_failure_recovery_threads + 1)
+
     try:
         auth = ks_loading.load_auth_from_conf_options(conf, GROUP)
         session = RateLimitedSessionLoader().load_from_conf_options(

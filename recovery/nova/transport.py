@@ -13,6 +13,7 @@ one place where its errors become recovery's.
 import logging
 import os
 import urllib.parse
+from collections.abc import Callable
 from typing import Any
 
 import requests
@@ -75,12 +76,43 @@ class _GuardedHTTPSPool(urllib3.HTTPSConnectionPool):
 class _GuardedAdapter(ks_session.TCPKeepAliveAdapter):
     """keystoneauth1's adapter (TCP keepalive), whose direct connections
     check the guard just before they write (behind a proxy, the session's
-    check is the last one)."""
+    check is the last one).
+
+    It keeps ``pool_size()`` connections per host, read before each
+    request: the size follows the options it comes from when a reload
+    changes them, as every other mutable option does."""
+
+    def __init__(self, pool_size: Callable[[], int], **kwargs: Any):
+        self._pool_size = pool_size
+        self._resizing = concurrency.Lock()
+        super().__init__(pool_maxsize=pool_size(), **kwargs)
 
     def init_poolmanager(self, *args: Any, **kwargs: Any) -> None:
         super().init_poolmanager(*args, **kwargs)
         self.poolmanager.pool_classes_by_scheme = {
             "http": _GuardedHTTPPool, "https": _GuardedHTTPSPool}
+
+    def send(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        self._fit_pool()
+        return super().send(request, *args, **kwargs)
+
+    def _fit_pool(self) -> None:
+        """A new pool of the size asked for, once it changed. Requests
+        in flight finish on the old one, which closes each connection
+        given back to it."""
+        size = self._pool_size()
+        if size == self._pool_maxsize:
+            return
+        with self._resizing:
+            if size == self._pool_maxsize:
+                return
+            LOG.info("Nova's connection pool keeps %d connections per "
+                     "host (was %d)", size, self._pool_maxsize)
+            old = self.poolmanager
+            self.init_poolmanager(self._pool_connections, size,
+                                  block=self._pool_block)
+            self.proxy_manager = {}
+            old.clear()
 
 
 class _ProxiesReadOnce(requests.Session):
@@ -125,15 +157,15 @@ class _ProxiesReadOnce(requests.Session):
 class RateLimitedSession(ks_session.Session):
     """A keystoneauth1 session whose every request (each page of a
     listing, each retry) first waits for its turn under ``limiter``, with
-    up to ``pool_size`` connections kept open."""
+    up to ``pool_size()`` connections kept open."""
 
-    def __init__(self, *, limiter: RateLimiter, pool_size: int,
-                 **kwargs: Any) -> None:
+    def __init__(self, *, limiter: RateLimiter,
+                 pool_size: Callable[[], int], **kwargs: Any) -> None:
         kwargs.setdefault("session", _ProxiesReadOnce())
         super().__init__(**kwargs)
         self._limiter = limiter
         adapter = _GuardedAdapter(
-            pool_maxsize=pool_size, tls_ciphers=kwargs.get("tls_ciphers"),
+            pool_size, tls_ciphers=kwargs.get("tls_ciphers"),
             tls_min_version=kwargs.get("tls_min_version"))
         for scheme in list(self.session.adapters):
             self.session.mount(scheme, adapter)

@@ -539,6 +539,37 @@ def test_glance_is_found_by_its_root_or_its_v2_api(fake_nova, suffix):
         f"{glance.PREFIX}/v2/images/{image}"]
 
 
+def test_a_reload_resizes_the_connection_pool(fake_nova, tmp_path):
+    """The pool keeps a connection for each task that may be in flight:
+    max_concurrent_host_recoveries x (host_failure_recovery_threads + 1).
+    A reload (SIGHUP) that changes them resizes it at the next request."""
+    fake_nova.add_compute("compute-1")
+    path = tmp_path / "recovery.conf"
+
+    def write(threads: int) -> None:
+        path.write_text(
+            f"[DEFAULT]\nhost_failure_recovery_threads = {threads}\n"
+            f"[engine]\nmax_concurrent_host_recoveries = 2\n"
+            f"[nova]\nauth_type = admin_token\n"
+            f"endpoint = {fake_nova.endpoint}\ntoken = admin:admin:admin\n")
+
+    def pool_size() -> int:
+        nova.get_compute_service("compute-1")
+        url = fake_nova.endpoint
+        adapter = nova._client.client.session.session.get_adapter(url)
+        return adapter.poolmanager.connection_from_url(url).pool.maxsize
+
+    write(threads=1)
+    conf = cfg.ConfigOpts()
+    recovery_conf.register_opts(conf)
+    conf(["--config-file", str(path)])
+    nova = load_nova(conf, FakeClock())
+    assert pool_size() == 4
+    write(threads=3)
+    conf.mutate_config_files()
+    assert pool_size() == 8
+
+
 def test_the_images_kept_are_bounded(fake_nova, monkeypatch):
     """Past the bound, the image used least recently goes, and is read
     again when needed; one listing still has every image it read."""
