@@ -56,25 +56,14 @@ class EngineRecord:
 
 
 @dataclasses.dataclass(frozen=True)
-class Agreement:
-    """Which live engines see a host silent, long enough and lately."""
+class ProbeViews:
+    """The engines' views of some hosts, at one look (the fast path's
+    rules judge them: ``recovery.engine.silence``)."""
 
-    silent: tuple[str, ...]
-    live: tuple[str, ...]
-
-    @property
-    def needed(self) -> int:
-        """A majority of the live engines."""
-        return len(self.live) // 2 + 1
-
-    @property
-    def reached(self) -> bool:
-        return len(self.silent) >= self.needed
-
-    def describe(self) -> str:
-        names = f" ({', '.join(self.silent)})" if self.silent else ""
-        return (f"{len(self.silent)} of {len(self.live)} live engine(s) "
-                f"see it silent{names}, {self.needed} needed")
+    # The engines the registry saw lately.
+    live: frozenset[str]
+    # Each host asked about: the engines whose views see it silent.
+    silent: Mapping[str, frozenset[str]]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -253,16 +242,15 @@ class ControlStore(Transactional):
                     conn.execute(probe_views.insert().values(
                         host=host, engine=engine, **values))
 
-    def probe_agreement(self, engine: str, hosts: Collection[str], *,
-                        window: float, fresh: float, live_within: float
-                        ) -> dict[str, Agreement]:
-        """For each of ``hosts``: the live engines (seen within
-        ``live_within`` seconds, and ``engine`` itself) that see it
-        silent for ``window`` seconds at least, in a view written within
-        ``fresh`` seconds; by the database's clock."""
+    def probe_views(self, hosts: Collection[str], *, window: float,
+                    fresh: float, live_within: float) -> ProbeViews:
+        """The engines seen within ``live_within`` seconds, and for each
+        of ``hosts`` the engines that see it silent for ``window``
+        seconds at least, in a view written within ``fresh`` seconds; by
+        the database's clock."""
         with self._tx() as conn:
             now = self.lease_clock(conn)
-            live = _live_engines(conn, now, live_within) | {engine}
+            live = _live_engines(conn, now, live_within)
             silent: dict[str, set[str]] = {host: set() for host in hosts}
             for row in conn.execute(sa.select(
                     probe_views.c.host, probe_views.c.engine).where(
@@ -271,10 +259,9 @@ class ControlStore(Transactional):
                         - datetime.timedelta(seconds=fresh),
                         probe_views.c.silent_since <= now
                         - datetime.timedelta(seconds=window))):
-                if row.engine in live:
-                    silent[row.host].add(row.engine)
-        return {host: Agreement(tuple(sorted(names)), tuple(sorted(live)))
-                for host, names in silent.items()}
+                silent[row.host].add(row.engine)
+        return ProbeViews(frozenset(live), {
+            host: frozenset(names) for host, names in silent.items()})
 
     def host_load(self, engine: str, *, live_within: float) -> HostLoad:
         """The host recoveries shared by the live engines: those seen

@@ -51,68 +51,48 @@ from oslo_config import cfg
 
 from recovery import concurrency
 from recovery import exception
-from recovery import intake
 from recovery import probe
 from recovery.census import Census
 from recovery.census import HeartbeatAges
-from recovery.db.control import Agreement
-from recovery.db.store import Store
 from recovery.domains import FailureDomains
-from recovery.engine.gates import silence_verdict
+from recovery.engine.fast_path import FastPath
+from recovery.engine.fast_path import Stale
+from recovery.engine.reports import DetectorStore
+from recovery.engine.reports import Reporter
+from recovery.engine.reports import failure_name
+from recovery.engine.watched import Cycle
+from recovery.engine.watched import Verdict
+from recovery.engine.watched import Watch
 from recovery.events import Decision
 from recovery.events import EventKind
 from recovery.fencing import Fencing
 from recovery.metrics import METRICS
 from recovery.models import ComputeService
 from recovery.notification import DETECTOR
-from recovery.notification import Kind
 from recovery.nova import Nova
 
 LOG = logging.getLogger(__name__)
 
-HOST_DOWN = {"event": "STOPPED", "host_status": "NORMAL",
-             "cluster_status": "OFFLINE"}
-PROCESS_DOWN = {"event": "STOPPED", "process_name": "nova-compute"}
-HOST_UP = {"event": "STARTED", "host_status": "NORMAL",
-           "cluster_status": "ONLINE"}
 
+@dataclasses.dataclass
+class Poll:
+    """What one poll finds, host by host, before it is a ``Cycle``."""
 
-@dataclasses.dataclass(frozen=True)
-class Cycle:
-    """What one poll saw, for the decision line."""
-
-    watched: int
-    up: int
-    suspects: tuple[tuple[str, str], ...]       # host, what is seen
-    decisions: tuple[str, ...]                  # one per failed host
-    returns: tuple[str, ...] = ()               # one per returning host
-    hold: str | None = None                     # the fast path held
-
-    def line(self) -> str:
-        parts = [f"{self.watched} hosts", f"{self.up} up"]
-        if self.suspects:
-            parts.append(f"{len(self.suspects)} suspect (" + "; ".join(
-                f"{host}, {seen}" for host, seen in self.suspects) + ")")
-        if self.hold:
-            parts.append(f"fast path held: {self.hold}")
-        if self.decisions:
-            parts.append(f"{len(self.decisions)} failed -> "
-                         + "; ".join(self.decisions))
-        if self.returns:
-            parts.append(f"{len(self.returns)} back -> "
-                         + "; ".join(self.returns))
-        return "detector: " + ", ".join(parts)
-
-    def shape(self) -> tuple:
-        """What makes a line worth writing: not the ages."""
-        return (self.watched, self.up,
-                tuple(host for host, _ in self.suspects), self.decisions,
-                self.returns, self.hold)
+    up: int = 0
+    suspects: list[tuple[str, str]] = dataclasses.field(default_factory=list)
+    decisions: list[str] = dataclasses.field(default_factory=list)
+    returns: list[str] = dataclasses.field(default_factory=list)
+    # The hosts Nova reports down; those recovered that heartbeat again;
+    # those the probes watch; and those stale, for the fast path.
+    down: set[str] = dataclasses.field(default_factory=set)
+    returning: set[str] = dataclasses.field(default_factory=set)
+    probed: set[str] = dataclasses.field(default_factory=set)
+    stale: Stale = dataclasses.field(default_factory=dict)
 
 
 class Detector:
-    def __init__(self, conf: cfg.ConfigOpts, store: Store, nova: Nova,
-                 fencing: Fencing, clock: concurrency.Clock,
+    def __init__(self, conf: cfg.ConfigOpts, store: DetectorStore,
+                 nova: Nova, fencing: Fencing, clock: concurrency.Clock,
                  connect: probe.Connect = probe.tcp_connect,
                  name: str = DETECTOR,
                  prober: probe.Prober | None = None,
@@ -124,30 +104,19 @@ class Detector:
         failure domains, for the brake on the probes (read from ``nova``
         when not given)."""
         self.conf = conf
-        self.connect = connect
         self.store = store
         self.nova = nova
-        self.fencing = fencing
         self.clock = clock
         self.name = name
         self.prober = prober or probe.Prober(conf, clock)
-        self.domains = domains or FailureDomains(conf, nova, clock)
         self.ages = HeartbeatAges()
-        # host -> monotonic time it was first seen down, this episode.
-        self._suspects: dict[str, float] = {}
-        # host -> monotonic time its heartbeat was first seen stale (or
-        # Nova's down), this episode: the suspect event is written once.
-        self._stale: dict[str, float] = {}
-        # Recovered host -> when it was first seen heartbeating again.
-        self._returning: dict[str, float] = {}
-        # Failures this engine has dealt with (stored, or found stored).
-        self._handled: set[str] = set()
-        # The fast path's holds already told, by host (or "all hosts").
-        self._held: dict[str, str] = {}
-        # Silent, stale hosts without a majority yet, since when.
-        self._waiting: dict[str, float] = {}
-        # Whether this engine has views in the store to withdraw.
-        self._viewing = False
+        self.reporter = Reporter(conf, store, fencing, clock, connect)
+        self.fast = FastPath(conf, store, self.prober,
+                             domains or FailureDomains(conf, nova, clock),
+                             fencing, clock, name, self.reporter,
+                             self._watch)
+        # One record per host with an episode under way.
+        self._watches: dict[str, Watch] = {}
         self._next_poll = 0.0
         self._last_shape: tuple | None = None
 
@@ -162,15 +131,7 @@ class Detector:
         group = self.conf.detector
         if not group.enabled:
             if self._last_shape is not None:
-                LOG.warning("detector: switched off")
-                self._suspects.clear()
-                self._stale.clear()
-                self._returning.clear()
-                self._held.clear()
-                self._waiting.clear()
-                self.prober.watch(())
-                self._record_views({})
-                self._last_shape = None
+                self._switch_off()
             return
         now = self.clock.monotonic()
         if now < self._next_poll:
@@ -184,13 +145,23 @@ class Detector:
         now = self.clock.monotonic()
         self.ages.observe(census, now)
         cycle = self._judge(census, now)
-        suspect = len(cycle.suspects)
-        for state, count in (("up", cycle.up), ("suspect", suspect),
-                             ("down", cycle.watched - cycle.up - suspect)):
-            METRICS.detector_hosts.labels(state).set(count)
+        for verdict, count in cycle.counts().items():
+            METRICS.detector_hosts.labels(verdict).set(count)
         if cycle.shape() != self._last_shape:
             LOG.info("%s", cycle.line())
             self._last_shape = cycle.shape()
+
+    def _switch_off(self) -> None:
+        LOG.warning("detector: switched off")
+        self._watches.clear()
+        self.fast.isolated = False
+        self.prober.watch(())
+        self.fast.record_views({})
+        self._last_shape = None
+
+    def _watch(self, host: str) -> Watch:
+        """``host``'s record, made if it has none."""
+        return self._watches.setdefault(host, Watch())
 
     def _watched(self, census: Census) -> list[ComputeService]:
         patterns = self.conf.detector.hosts
@@ -198,94 +169,118 @@ class Detector:
         return [s for s in census.computes if s.host in in_segments
                 or any(fnmatch.fnmatchcase(s.host, p) for p in patterns)]
 
-    def _fast(self) -> bool:
-        group = self.conf.detector
-        return group.fast_path and bool(group.liveness_probe)
-
     def _judge(self, census: Census, now: float) -> Cycle:
-        group = self.conf.detector
         watched = self._watched(census)
-        grace = group.grace_period
-        stale_after = group.nova_report_interval + group.heartbeat_margin
-        recovered = self.conf.host_failure.service_disable_reason
-        ours = (recovered, self.conf.process_failure.disable_reason)
-        up, suspects, decisions, returns = 0, [], [], []
-        down, returning, probed = set(), set(), set()
-        stale: dict[str, tuple[ComputeService, float | None]] = {}
+        poll = Poll()
         for service in watched:
-            host = service.host
-            disabled = service.is_disabled
-            if disabled and service.disabled_reason not in ours:
-                # An operator's: planned maintenance is not a failure.
-                continue
-            if disabled and service.disabled_reason == recovered:
+            if self._look(census, service, now, poll) is Verdict.UP:
+                poll.up += 1
+        self._end_episodes(poll)
+        fast = self.fast.on()
+        self.prober.watch(poll.probed if fast else ())
+        hold, decisions = self.fast.judge(poll.stale, poll.probed,
+                                          self._watches, now)
+        self._watches = {host: watch for host, watch in self._watches.items()
+                         if not watch.empty()}
+        return Cycle(len(watched), poll.up, tuple(poll.suspects),
+                     tuple(poll.decisions + decisions), tuple(poll.returns),
+                     hold)
+
+    def _look(self, census: Census, service: ComputeService, now: float,
+              poll: Poll) -> Verdict:
+        """Judge one watched host at this poll."""
+        host = service.host
+        if service.is_disabled:
+            reason = service.disabled_reason
+            if reason == self.conf.host_failure.service_disable_reason:
                 # Recovered already: it waits for its host return.
                 if census.heartbeats(service):
-                    returning.add(host)
-                    returns.extend(self._returned(host, now))
-                continue
-            probed.add(host)
-            age = self.ages.age(service, now)
-            nova_hears = census.heartbeats(service)
-            if nova_hears and not (self._fast() and age is not None
-                                   and age > stale_after):
-                up += 1
-                self._clear(host, now)
-                continue
-            stale[host] = (service, age)
-            if host not in self._stale:
-                self._stale[host] = now
-                self._tell(host, EventKind.SUSPECT, self._suspicion(
-                    census, service, age, stale_after, grace))
-            if nova_hears:
-                # Stale by its age alone: the fast path's to judge.
-                suspects.append((host, self._seen(host, age)))
-                continue
-            down.add(host)
-            since = self._suspects.setdefault(host, now)
-            if now - since < grace:
-                suspects.append((host, f"{now - since:.0f} s"))
-                continue
-            detection = _name(service)
-            if detection in self._handled:
-                continue
-            decisions.append(self._report(census, service, detection,
-                                          now - since, age))
-        # A heartbeat (or the host leaving the watch) ends the episode.
-        for host in set(self._suspects) - down:
-            del self._suspects[host]
-        for host in set(self._stale) - set(stale):
-            del self._stale[host]
-        for host in set(self._returning) - returning:
-            del self._returning[host]
-        self.prober.watch(probed if self._fast() else ())
-        hold, fast = self._fast_path(stale, probed, now)
-        decisions.extend(fast)
-        return Cycle(len(watched), up, tuple(suspects), tuple(decisions),
-                     tuple(returns), hold)
+                    poll.returning.add(host)
+                    poll.returns.extend(self._returned(host, now))
+                return Verdict.DOWN
+            if reason != self.conf.process_failure.disable_reason:
+                # An operator's: planned maintenance is not a failure.
+                return Verdict.DOWN
+        poll.probed.add(host)
+        age = self.ages.age(service, now)
+        nova_hears = census.heartbeats(service)
+        if nova_hears and not self._stale(age):
+            self._clear(host, now)
+            return Verdict.UP
+        poll.stale[host] = (service, age)
+        watch = self._watch(host)
+        if watch.stale_since is None:
+            watch.stale_since = now
+            self._tell(host, EventKind.SUSPECT,
+                       self._suspicion(census, service, age))
+        if nova_hears:
+            # Stale by its age alone: the fast path's to judge.
+            poll.suspects.append((host, self._seen(host, age)))
+            return Verdict.SUSPECT
+        return self._down(census, service, age, now, poll)
+
+    def _stale(self, age: float | None) -> bool:
+        """A heartbeat Nova still hears, too old for the fast path."""
+        group = self.conf.detector
+        return (self.fast.on() and age is not None and age
+                > group.nova_report_interval + group.heartbeat_margin)
+
+    def _down(self, census: Census, service: ComputeService,
+              age: float | None, now: float, poll: Poll) -> Verdict:
+        """Nova reports ``service`` down: a suspect for the grace period,
+        failed after it."""
+        host = service.host
+        poll.down.add(host)
+        watch = self._watch(host)
+        if watch.down_since is None:
+            watch.down_since = now
+        waited = now - watch.down_since
+        if waited < self.conf.detector.grace_period:
+            poll.suspects.append((host, f"{waited:.0f} s"))
+            return Verdict.SUSPECT
+        detection = failure_name(service)
+        if detection not in self.reporter.handled:
+            poll.decisions.append(self.reporter.report(
+                census, service, detection, waited, age))
+        return Verdict.DOWN
+
+    def _end_episodes(self, poll: Poll) -> None:
+        """A heartbeat (or the host leaving the watch) ends the episode."""
+        for host, watch in self._watches.items():
+            if host not in poll.down:
+                watch.down_since = None
+            if host not in poll.stale:
+                watch.stale_since = None
+            if host not in poll.returning:
+                watch.returning_since = None
 
     def _clear(self, host: str, now: float) -> None:
         """``host`` heartbeats (again): its episode ends."""
-        self._held.pop(host, None)
-        if host not in self._stale:
+        watch = self._watches.get(host)
+        if watch is None:
             return
-        since = self._suspects.get(host, self._stale[host])
+        watch.held = None
+        if watch.stale_since is None:
+            return
+        since = (watch.stale_since if watch.down_since is None
+                 else watch.down_since)
         self._tell(host, EventKind.CLEARED, (
             f"nova-compute heartbeats again, {now - since:.0f} s after it "
             f"was seen down"))
 
     def _suspicion(self, census: Census, service: ComputeService,
-                   age: float | None, stale_after: float,
-                   grace: float) -> str:
+                   age: float | None) -> str:
         """The suspect event's evidence."""
+        group = self.conf.detector
         if census.heartbeats(service):
+            stale_after = group.nova_report_interval + group.heartbeat_margin
             return (f"nova-compute's last heartbeat is {age:.1f} s old, past "
                     f"nova_report_interval + heartbeat_margin "
                     f"({stale_after:g} s), though Nova does not report it "
                     f"down yet; {self._probe_seen(service.host)}")
         return (f"nova-compute seen down ({census.describe(service)}); "
                 f"failed if no heartbeat comes within grace_period "
-                f"{grace:g} s")
+                f"{group.grace_period:g} s")
 
     def _probe_seen(self, host: str) -> str:
         view = self.prober.view(host)
@@ -306,120 +301,6 @@ class Detector:
             probed = "probe answers" if view.answer else "not probed yet"
         return f"{heartbeat}, {probed}"
 
-    # -- the fast path -------------------------------------------------------
-    def _fast_path(self, stale: dict[str, tuple[ComputeService,
-                                                 float | None]],
-                   probed: set[str], now: float
-                   ) -> tuple[str | None, list[str]]:
-        """Record this engine's views of the stale hosts, and fail those
-        that a majority of engines see silent. Returns the hold, if the
-        fast path is held, and the decisions."""
-        if not self._fast():
-            self._record_views({})
-            return None, []
-        group = self.conf.detector
-        silent_hosts = [host for host in self.prober.hosts()
-                        if self.prober.view(host).silent_for is not None]
-        verdict = silence_verdict(silent_hosts, probed,
-                                  self.domains.of_hosts(), self.conf.safety)
-        if verdict is not None:
-            # Its own network, more likely than most hosts at once.
-            self._record_views({})
-            self._hold("all hosts", "isolated", (
-                f"this engine may be cut off: {verdict}. No host fails "
-                f"fast on this engine's probes until they answer again; "
-                f"its views are withdrawn, so that other engines decide"),
-                alarm=True)
-            return verdict, []
-        if self._held.pop("all hosts", None) is not None:
-            LOG.warning("detector: the probes answer again; the fast path "
-                        "resumes")
-        # Every silent host, stale or not yet: when its heartbeat goes
-        # stale, the other engines' views are there already.
-        views = {host: self.prober.view(host) for host in self.prober.hosts()}
-        silent = {host: view.silent_for for host, view in views.items()
-                  if view.silent_for is not None}
-        self._record_views(silent)
-        candidates = [host for host, (service, _) in stale.items()
-                      if silent.get(host, 0) >= group.silence_window
-                      and _name(service) not in self._handled
-                      and self._fenceable(host)]
-        for host in set(self._waiting) - set(candidates):
-            del self._waiting[host]
-        if not candidates:
-            return None, []
-        fresh = max(group.silence_window, 2 * group.poll_interval,
-                    3 * group.probe_interval)
-        agreements = self.store.probe_agreement(
-            self.name, candidates, window=group.silence_window, fresh=fresh,
-            live_within=self.conf.engine.lease_seconds)
-        decisions = []
-        for host, agreement in sorted(agreements.items()):
-            service, age = stale[host]
-            if agreement.reached:
-                self._waiting.pop(host, None)
-                decisions.append(self._fail_fast(service, age, views[host],
-                                                 agreement))
-            elif now - self._waiting.setdefault(host, now) >= fresh:
-                # Not the other engines' next look: they disagree.
-                self._hold(host, "no_agreement", (
-                    f"silent on this engine's probe for {silent[host]:.1f} "
-                    f"s, but only {agreement.describe()}: not failed "
-                    f"until a majority agrees"))
-        return None, decisions
-
-    def _record_views(self, silent: dict[str, float]) -> None:
-        """Keep this engine's views in the store: written while there are
-        any, and withdrawn once."""
-        if not silent and not self._viewing:
-            return
-        self.store.record_probe_views(self.name, silent)
-        self._viewing = bool(silent)
-
-    def _fenceable(self, host: str) -> bool:
-        """The fast path needs fencing: it is its proof."""
-        try:
-            return self.fencing.for_host(host) is not None
-        except exception.ConfigError:
-            return False
-
-    def _hold(self, host: str, cause: str, why: str,
-              alarm: bool = False) -> None:
-        """The fast path holds ``host``: an event and a metric once per
-        cause, for as long as it lasts."""
-        if self._held.get(host) == cause:
-            return
-        self._held[host] = cause
-        METRICS.detector_holds.labels(cause).inc()
-        if alarm:
-            LOG.error("ALARM detector: %s", why)
-        else:
-            LOG.warning("detector: %s: %s", host, why)
-        self.store.add_event(Decision(self.name, host, EventKind.HELD, why),
-                             self.clock.now())
-
-    def _fail_fast(self, service: ComputeService, age: float | None,
-                   view: probe.View, agreement: Agreement) -> str:
-        group = self.conf.detector
-        host = service.host
-        heartbeat = ("it never reported" if age is None else
-                     f"its last heartbeat is {age:.1f} s old")
-        liveness = probe.Probe.from_conf(self.conf, self.connect)
-        evidence = (f"nova-compute on {host}: {heartbeat} (stale past "
-                    f"{group.nova_report_interval:g} s + "
-                    f"{group.heartbeat_margin:g} s); silent on "
-                    f"{liveness.describe(host)} for "
-                    f"{view.silent_for:.1f} s; {agreement.describe()}")
-        self._held.pop(host, None)
-        self.store.add_event(Decision(self.name, host, EventKind.AGREED,
-                                      evidence), self.clock.now())
-        if age is not None:
-            METRICS.detection_seconds.labels("fast").observe(age)
-        return self._store(
-            host, Kind.HOST_FAILURE, _host_down(service), _name(service),
-            note=f"detected (fast path): {evidence}; it is fenced before "
-                 f"anything moves")
-
     def _tell(self, host: str, kind: EventKind, message: str) -> None:
         """Record what the detector saw of ``host``, before any
         notification."""
@@ -432,115 +313,10 @@ class Detector:
         group = self.conf.detector
         if not group.auto_host_return:
             return []
-        since = self._returning.setdefault(host, now)
-        if now - since < group.grace_period:
+        watch = self._watch(host)
+        if watch.returning_since is None:
+            watch.returning_since = now
+        waited = now - watch.returning_since
+        if waited < group.grace_period:
             return []
-        failure = self.store.last_host_failure(host)
-        if failure is None:
-            return []       # not recovered by recovery: not its to return
-        detection = f"{host}@return-after@{failure}"
-        if detection in self._handled:
-            return []
-        return [self._store(
-            host, Kind.HOST_RETURN, HOST_UP, detection,
-            note=f"detected: nova-compute on {host}, recovered by "
-                 f"notification {failure}, heartbeats again for "
-                 f"{now - since:.0f} s")]
-
-    def _report(self, census: Census, service: ComputeService,
-                detection: str, seconds: float, age: float | None) -> str:
-        """Store what the failure of ``service``'s host becomes; return
-        the decision."""
-        host = service.host
-        seen = (f"detected: nova-compute on {host} down for {seconds:.0f} s "
-                f"past Nova's service_down_time ({census.describe(service)})")
-        liveness = probe.Probe.from_conf(self.conf, self.connect)
-        answer = unprobed = None
-        if liveness is not None:
-            try:
-                answer = liveness.answer(host)
-            except exception.ProbeFailed as exc:
-                LOG.warning("detector: %s", exc)
-                unprobed = str(exc)
-        if answer is not None:
-            # Its own name: the host failure that may follow is another.
-            alive = f"{detection}@answers"
-            if alive in self._handled or (
-                    service.is_disabled and service.disabled_reason
-                    == self.conf.process_failure.disable_reason):
-                # A process failure already, and alive still: probed
-                # again at each poll, until it falls silent.
-                return f"{host} still answers: a process failure"
-            LOG.error("ALARM detector: nova-compute on %s is down but the "
-                      "host answers (%s): its guests run unmanaged. Not "
-                      "evacuated; nova-compute is disabled as a process "
-                      "failure. Repair nova-compute on %s", host, answer,
-                      host)
-            return self._store(
-                host, Kind.PROCESS, {**PROCESS_DOWN, "liveness": answer},
-                alive,
-                note=f"{seen}; but {answer}: not a dead host, so it is not "
-                     f"evacuated; its nova-compute is disabled as a "
-                     f"process failure")
-        silent = liveness is not None and unprobed is None
-        missing = self._missing_proof(host, silent, unprobed)
-        if age is not None and missing is None:
-            METRICS.detection_seconds.labels("slow").observe(age)
-        return self._store(host, Kind.HOST_FAILURE, _host_down(service),
-                           detection, note=seen,
-                           ignore=missing and f"{seen}; {missing}")
-
-    def _missing_proof(self, host: str, silent: bool,
-                       unprobed: str | None) -> str | None:
-        """Why nothing proves ``host`` off, or None when something does:
-        fencing, the probe's silence (``silent``), or trust in Nova."""
-        if silent or self.conf.detector.trust_nova_heartbeat:
-            return None
-        try:
-            if self.fencing.for_host(host) is not None:
-                return None
-        except exception.ConfigError as exc:
-            return f"not evacuated: its fencing is misconfigured: {exc}"
-        if unprobed is not None:
-            return f"not evacuated: {unprobed}"
-        return (f"not evacuated: nothing proves {host} is off, and Nova's "
-                f"heartbeat is one process's, not the host's. Configure "
-                f"fencing for it ([fencing], credentials_file) or [detector] "
-                f"liveness_probe; or check that it is off and run "
-                f"'recovery host-failure {host}'")
-
-    def _store(self, host: str, kind: Kind, payload: dict, detection: str,
-               *, note: str, ignore: str | None = None) -> str:
-        """Store what ``host``'s failure (or return) is, as a notification
-        of ``kind`` (``payload`` says its event); return the decision."""
-        try:
-            stored = intake.accept(
-                self.store, type=kind.type, hostname=host,
-                generated_time=self.clock.now(), payload=payload,
-                origin=DETECTOR, now=self.clock.now(), note=note,
-                detection=detection, ignore=ignore)
-        except exception.Duplicate as exc:
-            # Another engine stored it, or a monitor reported it.
-            self._handled.add(detection)
-            return f"{host}: {exc}"
-        self._handled.add(detection)
-        LOG.warning("detector: %s: notification %s (%s %s, %s): %s",
-                    host, stored.uuid, stored.type, payload["event"],
-                    stored.status.value, stored.message)
-        return f"{host}: notification {stored.uuid} ({stored.status.value})"
-
-
-def _host_down(service: ComputeService) -> dict:
-    """A host failure's payload: with the heartbeat it was judged on, so
-    that the run refuses to fence a host that heartbeated since."""
-    if service.updated_at is None:
-        return HOST_DOWN
-    return {**HOST_DOWN, "heartbeat": service.updated_at.isoformat()}
-
-
-def _name(service: ComputeService) -> str:
-    """The failure's name: the host and the last heartbeat Nova holds for
-    it, the same for every engine that sees it."""
-    heartbeat = (service.updated_at.isoformat() if service.updated_at
-                 else "never")
-    return f"{service.host}@{heartbeat}"
+        return self.reporter.returned(host, waited)

@@ -9,8 +9,8 @@
   whole is one event and leaves the percentage, and more than
   ``max_failed_domains`` of them at once hold as a partition. The
   detector's fast path applies the same rule to its own probes
-  (``silence_verdict``): an engine that finds that share of the hosts
-  silent suspects its own network and fails none of them.
+  (``recovery.engine.silence``): an engine that finds that share of the
+  hosts silent suspects its own network and fails none of them.
 - Per-window cap: at most ``max_host_recoveries_per_window`` host
   recoveries start in any ``window_seconds``, a domain down as a whole
   counting once; the rest wait in order.
@@ -23,8 +23,6 @@ the gates let it go, records why (``window``).
 import dataclasses
 import datetime
 import logging
-from collections.abc import Collection
-from collections.abc import Mapping
 
 from oslo_config import cfg
 
@@ -206,22 +204,3 @@ def _outside(assessment: Assessment) -> str:
     return (f", with failure domains down as a whole: "
             f"{assessment.describe_whole()}")
 
-
-def silence_verdict(silent: Collection[str], probed: Collection[str],
-                    domain_of: Mapping[str, str],
-                    group: cfg.ConfigOpts) -> str | None:
-    """The brake's rule for one engine's probes, from ``group``
-    (``[safety]``): when more than ``max_failed_hosts_percent`` of the
-    ``probed`` hosts are ``silent`` at once (two at least), or more
-    failure domains than ``max_failed_domains`` are silent as a whole,
-    the engine is more likely cut off from them than looking at dead
-    hosts. A domain silent as a whole leaves the percentage. The
-    verdict, or None."""
-    verdict = assess(silent, probed, domain_of,
-                     max_percent=group.max_failed_hosts_percent,
-                     max_domains=group.max_failed_domains,
-                     noun="watched hosts",
-                     state="are silent on its liveness probe at once",
-                     at_least=2).verdict
-    METRICS.brake.labels("silent_probes").set(verdict is not None)
-    return verdict

@@ -11,7 +11,7 @@ from recovery.domains import REFRESH_SECONDS
 from recovery.domains import FailureDomains
 from recovery.domains import assess
 from recovery.engine.gates import Gates
-from recovery.engine.gates import silence_verdict
+from recovery.engine.silence import silence_verdict
 from recovery.events import Decision
 from recovery.events import EventKind
 from recovery.models import Aggregate

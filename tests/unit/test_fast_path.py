@@ -8,6 +8,8 @@ window, and a majority of the live engines see it silent."""
 
 import datetime
 import logging
+import subprocess
+import sys
 
 import pytest
 from oslo_config import cfg
@@ -16,7 +18,10 @@ from recovery import conf as recovery_conf
 from recovery.census import Census
 from recovery.census import HeartbeatAges
 from recovery.engine.detector import Detector
+from recovery.engine.silence import agreements
 from recovery.fencing import load_fencing
+from recovery.identity import split_owner
+from recovery.identity import this_process
 from recovery.metrics import METRICS
 from recovery.models import ComputeService
 from recovery.notification import Kind
@@ -298,11 +303,45 @@ def test_the_cut_off_engine_alone_never_fails_a_host(conf, store, nova,
     run(cloud, [detector], DOWN_AFTER - 5)
     assert stored(store) == []
     assert METRICS.brake.labels("silent_probes")._value.get() == 1
-    assert store.probe_agreement("x", ["compute-1"], window=0, fresh=60,
-                                 live_within=60)["compute-1"].silent == ()
+    assert store.probe_views(["compute-1"], window=0, fresh=60,
+                             live_within=60).silent["compute-1"] == set()
     cloud.cut_off.clear()
     run(cloud, [detector], 2 * STEP)
     assert METRICS.brake.labels("silent_probes")._value.get() == 0
+
+
+def _exited_process():
+    """The owner name of a process of this machine that has exited."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return f"{split_owner(this_process())[0]}:{child.pid}"
+
+
+def test_an_engine_known_gone_leaves_the_majority_at_once(store):
+    """An engine that crashed stays in the registry until its row is a
+    lease old. Once its process is known to have exited (a process of
+    this machine), it no longer counts: the engine that restarted in its
+    place is a majority alone. An engine on another machine still counts
+    until its lease runs out, whatever its pid: a live engine is never
+    taken for gone."""
+    me, gone = this_process(), _exited_process()
+    for name in (gone, me):
+        store.engine_seen(name, *split_owner(name))
+    store.record_probe_views(me, {"compute-1": 10.0})
+
+    def agreement():
+        views = store.probe_views(["compute-1"], window=WINDOW, fresh=60,
+                                  live_within=60)
+        return agreements(views, me)["compute-1"]
+
+    assert agreement().live == (me,)
+    assert agreement().reached
+    elsewhere = f"not-{split_owner(gone)[0]}:{split_owner(gone)[1]}"
+    store.engine_seen(elsewhere, *split_owner(elsewhere))
+    assert agreement().live == tuple(sorted((me, elsewhere)))
+    assert not agreement().reached
+    assert agreement().describe() == (
+        f"1 of 2 live engine(s) see it silent ({me}), 2 needed")
 
 
 # -- the heartbeat's age ---------------------------------------------------
