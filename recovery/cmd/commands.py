@@ -19,7 +19,6 @@ ended within its --timeout.
 import argparse
 import getpass
 import logging
-import os
 import socket
 import sys
 
@@ -31,12 +30,14 @@ from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.api import validation
 from recovery.cmd import capacity
+from recovery.cmd import database
 from recovery.cmd import events
 from recovery.cmd import fencing
 from recovery.cmd import live
 from recovery.cmd import output
 from recovery.cmd import segments
 from recovery.cmd import watch
+from recovery.cmd.database import MASAKARI_URL_VARIABLE
 from recovery.concurrency import Clock
 from recovery.db import connection
 from recovery.db import masakari_import
@@ -68,9 +69,6 @@ EXIT_CODES = f"""exit codes:
      contract while an engine of an older release is alive
   {EXIT_TIMEOUT}  notifications watch: the run had not ended within --timeout
 """
-# Masakari's database for 'db import-masakari', when --from does not name
-# it: the password stays out of the process list and the shell's history.
-MASAKARI_URL_VARIABLE = "MASAKARI_DATABASE_URL"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -96,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     events.add_parser(commands)
     fencing.add_parser(commands)
     capacity.add_parsers(commands)
-    _add_db_commands(commands)
+    database.add_parsers(commands)
     return parser
 
 
@@ -163,53 +161,6 @@ def _add_notifications_commands(commands: argparse._SubParsersAction
     show.add_argument("--format", choices=("table", "json"),
                       default="table")
     watch.add_parser(actions)
-
-
-def _add_db_commands(commands: argparse._SubParsersAction) -> None:
-    """db upgrade, contract, version and import-masakari."""
-    database = commands.add_parser(
-        "db", help="The store's schema.",
-        description="A shared database (PostgreSQL, MariaDB/MySQL) is "
-                    "created and upgraded only by 'recovery db upgrade' "
-                    "and 'recovery db contract', while the engines run: "
-                    "they refuse to start only on a schema they cannot "
-                    "run on. An SQLite store upgrades itself on first use.")
-    schema = database.add_subparsers(dest="action", required=True)
-    schema.add_parser("upgrade", help="Create the schema, or upgrade it "
-                                      "up to its first contract migration "
-                                      "(engines of the previous release "
-                                      "run on the result). Run it once, "
-                                      "from one controller; a second run "
-                                      "waits for the first.")
-    schema.add_parser("contract", help="Apply the rest of this version's "
-                                       "migrations, once every engine "
-                                       "runs this release: refused while "
-                                       "an engine of an older one is "
-                                       "alive.")
-    schema.add_parser("version", help="The schema's revision and this "
-                                      "version's.")
-    _add_import_masakari(schema)
-
-
-def _add_import_masakari(schema: argparse._SubParsersAction) -> None:
-    masakari = schema.add_parser(
-        "import-masakari", help="Bring Masakari 22's segments, hosts and "
-                                "notification history into the store.",
-        description="Failover segments, hosts and notifications (with "
-                    "their vmoves) keep their UUIDs; what the store has "
-                    "already is not imported twice, nor overwritten. "
-                    "Masakari's database is only read.")
-    masakari.add_argument("--from", dest="source", metavar="URL",
-                          default=os.environ.get(MASAKARI_URL_VARIABLE),
-                          help="Masakari's database, as its [database] "
-                               "connection names it (mysql+pymysql://..., "
-                               "postgresql://...). Default: "
-                               f"${MASAKARI_URL_VARIABLE}, which keeps its "
-                               "password out of the process list and the "
-                               "shell's history.")
-    masakari.add_argument("--dry-run", action="store_true",
-                          help="Print what would be imported and skipped, "
-                               "and why; write nothing.")
 
 
 def load_conf(args: argparse.Namespace) -> cfg.ConfigOpts:
@@ -366,11 +317,12 @@ def db(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
         conf.database, max_retries=0))
     try:
         if args.action == "upgrade":
-            print(_migrated(migrate.upgrade(engine, expand_only=True)))
+            print(database.migrated(migrate.upgrade(engine,
+                                                    expand_only=True)))
         elif args.action == "contract":
             done = migrate.contract(engine, conf.engine.lease_seconds)
-            print(f"{_migrated(done)}; no engine of an older release is "
-                  f"alive")
+            print(f"{database.migrated(done)}; no engine of an older "
+                  f"release is alive")
         else:
             print(f"database: {revisions.current_revision(engine) or '-'}"
                   f"\nthis recovery: {revisions.HEAD_REVISION}")
@@ -383,18 +335,6 @@ def db(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     finally:
         engine.dispose()
     return EXIT_OK
-
-
-def _migrated(done: migrate.Migrated) -> str:
-    said = (f"schema at {done.after} (was {done.before or 'empty'})"
-            if done.before != done.after
-            else f"schema at {done.after}, current")
-    if done.stopped_before is None:
-        return said
-    return (f"{said}; stopped before contract migration "
-            f"{done.stopped_before}, which engines of the previous release "
-            f"cannot run on: run 'recovery db contract' once every engine "
-            f"runs this release")
 
 
 def import_masakari(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
