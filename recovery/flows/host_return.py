@@ -22,13 +22,12 @@ import datetime
 from recovery import exception
 from recovery.census import Census
 from recovery.flows import base
+from recovery.flows import enabling
 from recovery.flows.context import Env
 from recovery.models import ComputeService
 from recovery.models import Migration
+from recovery.results import StepName
 from recovery.waiting import wait_for
-
-# Evacuation statuses after which Nova does nothing more on the target.
-FINISHED = frozenset({"done", "completed", "failed", "error", "cancelled"})
 
 
 @dataclasses.dataclass
@@ -52,11 +51,11 @@ def _evacuations(ctx: ReturnContext) -> list[Migration]:
 
 
 class CheckEvacuations(base.Step[ReturnContext]):
-    name = "check-evacuations"
+    name = StepName.CHECK_EVACUATIONS
 
     def execute(self, ctx: ReturnContext) -> str:
         ctx.service = ctx.census().compute(ctx.host)
-        moving = [m for m in _evacuations(ctx) if m.status not in FINISHED]
+        moving = [m for m in _evacuations(ctx) if not m.finished]
         if moving:
             raise exception.EvacuationsUnfinished(
                 f"{len(moving)} evacuation(s) from {ctx.host} are still in "
@@ -70,7 +69,7 @@ class AwaitHeartbeat(base.Step[ReturnContext]):
     service restarted (a forced-down service keeps its ``updated_at``
     moving, so this is seen before force-down is cleared)."""
 
-    name = "await-heartbeat"
+    name = StepName.AWAIT_HEARTBEAT
 
     def announce(self, ctx: ReturnContext) -> str:
         return (f"waiting for nova-compute on {ctx.host} to heartbeat and "
@@ -84,14 +83,14 @@ class AwaitHeartbeat(base.Step[ReturnContext]):
         def heartbeat() -> bool:
             census = ctx.census()
             ctx.service = census.compute(ctx.host)
-            if ctx.service.state == "up" and not ctx.service.forced_down:
+            if ctx.service.is_up and not ctx.service.forced_down:
                 return True
             return _newer(ctx.service.updated_at, seen) and (
                 census.heartbeats(ctx.service))
 
         ctx.wait(heartbeat, f"nova-compute on {ctx.host} to heartbeat",
                  timeout)
-        ctx.wait(lambda: all(m.status != "done" for m in _evacuations(ctx)),
+        ctx.wait(lambda: not any(m.done for m in _evacuations(ctx)),
                  f"nova-compute on {ctx.host} to complete its evacuations",
                  timeout)
         return "nova-compute heartbeats and has completed its evacuations"
@@ -103,38 +102,24 @@ def _newer(stamp: datetime.datetime | None,
 
 
 class ClearForceDown(base.Step[ReturnContext]):
-    name = "clear-force-down"
+    name = StepName.CLEAR_FORCE_DOWN
 
     def execute(self, ctx: ReturnContext) -> str:
         nova = ctx.env.nova
         if ctx.service.forced_down:
             nova.force_down(ctx.service, False)
-        ctx.wait(lambda: nova.get_compute_service(ctx.host).state == "up",
+        ctx.wait(lambda: nova.get_compute_service(ctx.host).is_up,
                  f"Nova to report {ctx.host} up",
                  ctx.env.settings.state_change_timeout)
         return "Nova reports the service up"
 
 
-class Enable(base.Step[ReturnContext]):
-    name = "enable"
-
-    def execute(self, ctx: ReturnContext) -> str:
-        nova, settings = ctx.env.nova, ctx.env.settings
-        service = nova.get_compute_service(ctx.host)
-        if service.status == "enabled":
-            return "already enabled"
+class Enable(enabling.Enable[ReturnContext]):
+    def ours(self, env: Env) -> tuple[str, ...]:
         # Recovery's own: a host failure's, or a process failure's that
         # the host failure found (its nova-compute is running again).
-        ours = (settings.disable_reason, settings.process_disable_reason)
-        if service.disabled_reason not in ours:
-            return (f"left disabled: it was disabled for another reason "
-                    f"({service.disabled_reason!r}); enable it yourself "
-                    f"when that is resolved")
-        nova.enable(service)
-        ctx.wait(lambda: nova.get_compute_service(ctx.host).status
-                 == "enabled", f"Nova to report {ctx.host} enabled",
-                 settings.state_change_timeout)
-        return "enabled"
+        return (env.settings.disable_reason,
+                env.settings.process_disable_reason)
 
 
 STEPS = (CheckEvacuations, AwaitHeartbeat, ClearForceDown, Enable)

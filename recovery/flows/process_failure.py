@@ -22,9 +22,11 @@ import dataclasses
 from recovery import exception
 from recovery.events import News
 from recovery.flows import base
+from recovery.flows import enabling
 from recovery.flows.context import Env
 from recovery.models import ComputeService
 from recovery.notification import Notification
+from recovery.results import StepName
 from recovery.results import StepState
 from recovery.waiting import wait_for
 
@@ -46,7 +48,7 @@ class ProcessContext:
 
 
 class Disable(base.Step[ProcessContext]):
-    name = "disable"
+    name = StepName.DISABLE
 
     def execute(self, ctx: ProcessContext) -> str:
         service = ctx.service()
@@ -60,14 +62,14 @@ class Disable(base.Step[ProcessContext]):
 
 
 class AwaitUp(base.Step[ProcessContext]):
-    name = "await-service-up"
+    name = StepName.AWAIT_SERVICE_UP
 
     def announce(self, ctx: ProcessContext) -> str:
         return f"waiting for Nova to report nova-compute on {ctx.host} up"
 
     def execute(self, ctx: ProcessContext) -> str:
         try:
-            ctx.wait(lambda: ctx.service().state == "up",
+            ctx.wait(lambda: ctx.service().is_up,
                      f"Nova to report nova-compute on {ctx.host} up")
         except exception.WaitTimeout as exc:
             if ctx.service().forced_down:
@@ -79,22 +81,12 @@ class AwaitUp(base.Step[ProcessContext]):
         return "up"
 
 
-class Enable(base.Step[ProcessContext]):
-    name = "enable"
+class Enable(enabling.Enable[ProcessContext]):
+    waits_for = "Nova to report nova-compute on {host} enabled"
 
-    def execute(self, ctx: ProcessContext) -> str:
-        service = ctx.service()
-        reason = ctx.env.settings.process_disable_reason
-        if service.status == "enabled":
-            return "already enabled"
-        if service.disabled_reason != reason:
-            return (f"left disabled: it was disabled for another reason "
-                    f"({service.disabled_reason!r}); enable it yourself "
-                    f"when that is resolved")
-        ctx.env.nova.enable(service)
-        ctx.wait(lambda: ctx.service().status == "enabled",
-                 f"Nova to report nova-compute on {ctx.host} enabled")
-        return "enabled"
+    def ours(self, env: Env) -> tuple[str, ...]:
+        # Its own only: a host failure's stays until the host returns.
+        return (env.settings.process_disable_reason,)
 
 
 STEPS = {"STOPPED": (Disable,), "STARTED": (AwaitUp, Enable)}

@@ -55,9 +55,7 @@ class Cloud:
         return cls(tuple(services), room, by_host)
 
     def is_up(self, host: str) -> bool:
-        return any(s.host == host and s.binary == "nova-compute"
-                   and s.state == "up" and not s.forced_down
-                   for s in self.services)
+        return any(s.host == host and s.running for s in self.services)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -132,9 +130,7 @@ def _targets(cloud: Cloud, group: Group,
              for method in placement_of(member).methods
              for host in method.destinations()}
     found.update(s.host for s in cloud.services
-                 if s.binary == "nova-compute" and s.status == "enabled"
-                 and s.state == "up" and not s.forced_down
-                 and (None in zones or s.zone in zones))
+                 if s.schedulable and (None in zones or s.zone in zones))
     return found
 
 
