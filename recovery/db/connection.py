@@ -13,6 +13,10 @@ each lock wait. PostgreSQL and MariaDB also end a transaction that a
 frozen client left idle, releasing its row locks, which would otherwise
 stall every other engine; MySQL 8 has no such timeout, and there a frozen
 client's locks last until its connection drops.
+
+The URL is parsed here, for the store and for 'recovery db import-masakari'
+alike; a driver's errors are told apart (not now, or never) and said in
+one line. The schema on the database is ``revisions``' and ``migrate``'s.
 """
 
 import dataclasses
@@ -36,6 +40,7 @@ DRIVERS = {
     "mariadb": ("pymysql", "pymysql", "pip install 'recovery[mysql]'"
                                       " (PyMySQL)"),
 }
+
 
 @dataclasses.dataclass(frozen=True)
 class Options:

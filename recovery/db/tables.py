@@ -196,7 +196,7 @@ engines = sa.Table(
 )
 
 # One row (id 1): the last contract migration applied, the oldest engine
-# schema that can run on this database (recovery.db.connection).
+# schema that can run on this database (recovery.db.revisions).
 schema_floor = sa.Table(
     "schema_floor", metadata,
     sa.Column("id", sa.Integer, primary_key=True, autoincrement=False),

@@ -10,7 +10,7 @@ reads it to refuse while an engine of an older release is alive.
 An engine that knows that revision was written for a schema with it, and
 runs on the database whatever expand migrations came after it; one that
 does not know it predates it, and refuses to start. Each later contract
-migration moves it (``recovery.db.connection``, as it applies one). It
+migration moves it (``recovery.db.migrate``, as it applies one). It
 starts at 0006, the last contract migration before this one.
 
 Revision ID: 0015
