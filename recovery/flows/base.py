@@ -30,7 +30,8 @@ Ctx = TypeVar("Ctx")
 
 
 class Step(Generic[Ctx]):
-    name = "step"
+    # Each step's is a ``StepName``; this one names a step that has none.
+    name: str = "step"
     # The event each state of the step records, if any.
     news: ClassVar[Mapping[StepState, News]] = {}
 

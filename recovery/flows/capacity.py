@@ -29,11 +29,10 @@ from recovery.models import ComputeService
 from recovery.models import Need
 from recovery.models import Server
 from recovery.results import InstanceResult
+from recovery.results import StepName
 from recovery.results import StepState
 
 LOG = logging.getLogger(__name__)
-
-STEP = "capacity-check"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,7 +121,8 @@ def forecast(env: Env, failed_host: str,
         LOG.warning("Capacity of the hosts left for %s: %s; going on in "
                     "recovery order, Nova's scheduler decides",
                     failed_host, predicted.summary)
-    env.recorder.step_changed(STEP, StepState.SUCCESS, predicted.summary,
+    env.recorder.step_changed(StepName.CAPACITY_CHECK, StepState.SUCCESS,
+                              predicted.summary,
                               news=News(EventKind.CAPACITY))
     return predicted
 

@@ -44,6 +44,7 @@ from recovery.models import TaskState
 from recovery.models import VmState
 from recovery.notification import Notification
 from recovery.notification import StepEvent
+from recovery.results import StepName
 from recovery.results import StepState
 from recovery.waiting import wait_for
 
@@ -133,7 +134,7 @@ def triage(server: Server, host: str, env: Env) -> str | None:
 
 
 class Lock(base.Step[RestartContext]):
-    name = "lock"
+    name = StepName.LOCK
 
     def execute(self, ctx: RestartContext) -> str:
         reason = ctx.env.settings.instance_lock_reason
@@ -151,7 +152,7 @@ class Lock(base.Step[RestartContext]):
 
 
 class Stop(base.Step[RestartContext]):
-    name = "stop"
+    name = StepName.STOP
 
     def announce(self, ctx: RestartContext) -> str:
         return ("waiting for any task of Nova's on the instance to end, "
@@ -185,7 +186,7 @@ class Stop(base.Step[RestartContext]):
 
 
 class Start(base.Step[RestartContext]):
-    name = "start"
+    name = StepName.START
 
     def execute(self, ctx: RestartContext) -> str:
         server = ctx.refresh()
@@ -203,7 +204,7 @@ class Start(base.Step[RestartContext]):
 
 
 class ConfirmActive(base.Step[RestartContext]):
-    name = "confirm-active"
+    name = StepName.CONFIRM_ACTIVE
 
     def announce(self, ctx: RestartContext) -> str:
         return f"waiting for instance {ctx.uuid} to be ACTIVE"
@@ -333,13 +334,13 @@ def _started_before(steps: Sequence[StepEvent]) -> bool:
 def _unlock(ctx: RestartContext, failure: BaseException | None) -> None:
     """Lift recovery's lock; a failure to is an error of the run."""
     recorder = ctx.env.recorder
-    recorder.step_changed("unlock", StepState.RUNNING, "unlocking")
+    recorder.step_changed(StepName.UNLOCK, StepState.RUNNING, "unlocking")
     try:
         ctx.nova.unlock(ctx.uuid)
     except exception.STOPS_THE_RUN:
         raise
     except exception.RecoveryError as exc:
-        recorder.step_changed("unlock", StepState.FAILURE, str(exc))
+        recorder.step_changed(StepName.UNLOCK, StepState.FAILURE, str(exc))
         LOG.error("Instance %s left locked: %s", ctx.uuid, exc)
         done = ("the restart failed: " + str(failure) if failure is not None
                 else f"it is ACTIVE again on {ctx.server.host}")
@@ -350,14 +351,14 @@ def _unlock(ctx: RestartContext, failure: BaseException | None) -> None:
     ctx.locked_by_us = False
     if ctx.lock_in_flight_at is not None:
         _lift_late_lock(ctx)
-    recorder.step_changed("unlock", StepState.SUCCESS, "unlocked")
+    recorder.step_changed(StepName.UNLOCK, StepState.SUCCESS, "unlocked")
 
 
 def _lift_late_lock(ctx: RestartContext) -> None:
     """A lock of this run may reach Nova after the unlock: once it no
     longer can, look, and lift it if it is recovery's."""
     ctx.env.recorder.step_changed(
-        "unlock", StepState.RUNNING,
+        StepName.UNLOCK, StepState.RUNNING,
         "a lock may still reach Nova: looking for it once it cannot")
     locks.wait_out(ctx.env, ctx.lock_in_flight_at, f"instance {ctx.uuid}")
     server = ctx.refresh()

@@ -27,6 +27,7 @@ from recovery import exception
 from recovery.concurrency import Event
 from recovery.concurrency import Lock
 from recovery.flows.context import Env
+from recovery.results import StepName
 from recovery.results import StepState
 
 LOG = logging.getLogger(__name__)
@@ -36,8 +37,6 @@ RESERVED_HOST = "reserved_host"
 CHAINS = {"auto": (AUTO,), "reserved_host": (RESERVED_HOST,),
           "auto_priority": (AUTO, RESERVED_HOST),
           "rh_priority": (RESERVED_HOST, AUTO)}
-# The step under which the reserved hosts taken show in the workflow.
-STEP = "reserved-hosts"
 # Failures not caused by a full host after which a reserved host is left.
 MAX_FAILURES_PER_HOST = 2
 
@@ -264,7 +263,10 @@ class ReservedHosts:
 
     def _report(self, state: StepState, message: str) -> None:
         LOG.info("%s: %s", self._failed_host, message)
-        self._env.recorder.step_changed(STEP, state, message)
+        # The step under which the reserved hosts taken show in the
+        # workflow.
+        self._env.recorder.step_changed(StepName.RESERVED_HOSTS, state,
+                                        message)
 
     def _take_next(self) -> str | None:
         """The next usable host, claimed and readied; None when none is
