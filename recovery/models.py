@@ -261,6 +261,11 @@ class Server:
         """No task of Nova's runs on it."""
         return self.task_state is None
 
+    @property
+    def rebuilding(self) -> bool:
+        """A rebuild, which an evacuation is, runs on it."""
+        return self.task_state is not None and self.task_state.rebuilding
+
     @classmethod
     def from_nova(cls, data: dict[str, Any]) -> "Server":
         return cls(id=data["id"], name=data.get("name", ""),

@@ -254,9 +254,7 @@ class InstanceRecovery:
         if newest is not None:
             return newest
         current = nova.get_server(self.server.id)
-        rebuilding = current.task_state is not None and (
-            current.task_state.rebuilding)
-        if rebuilding or current.host != self.server.host:
+        if current.rebuilding or current.host != self.server.host:
             return current
         return None
 
