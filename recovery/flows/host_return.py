@@ -8,7 +8,8 @@ confirmed:
 2. Wait for the host's nova-compute to heartbeat again. On start it
    destroys the local copies of the guests that were evacuated away and
    completes their evacuation migrations; wait for that too, since Nova
-   refuses to clear force-down while any remain "done".
+   refuses to clear force-down while any of them is still "done" (not
+   yet "completed").
 3. Clear force-down, and wait until Nova reports the service up.
 4. Enable the service, if recovery disabled it: a service enabled while
    still down keeps its COMPUTE_STATUS_DISABLED trait in placement, and
