@@ -22,15 +22,17 @@ import datetime
 import logging
 from collections.abc import Callable
 from collections.abc import Iterator
+from typing import Protocol
 
 from oslo_config import cfg
 
 from recovery import concurrency
 from recovery import exception
 from recovery import intake
-from recovery.db.store import Store
+from recovery.db.claims import Holder
 from recovery.engine.lease import Lease
 from recovery.engine.lease import LeaseKeeper
+from recovery.engine.lease import Renewals
 from recovery.events import Decision
 from recovery.events import EventKind
 from recovery.events import News
@@ -38,6 +40,7 @@ from recovery.fencing import Fencing
 from recovery.fencing import load_fencing
 from recovery.flows import Env
 from recovery.flows import EvacuationWatcher
+from recovery.flows import ReservedHostStore
 from recovery.flows import Settings
 from recovery.flows import handle_process_event
 from recovery.flows import placement_for_host
@@ -51,6 +54,7 @@ from recovery.notification import DETECTOR
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
+from recovery.notification import StepEvent
 from recovery.nova import Nova
 from recovery.nova import load_nova
 from recovery.results import HostReport
@@ -61,6 +65,32 @@ from recovery.results import Recorder
 from recovery.results import StepState
 
 LOG = logging.getLogger(__name__)
+
+
+class RunStore(ReservedHostStore, Protocol):
+    """What a run needs from the store: its journal, its steps, its end,
+    the restarts of an instance, and the reserved hosts (the flows')."""
+    def save_instance(self, uuid: str, result: InstanceResult,
+                      now: datetime.datetime, holder: Holder | None = None,
+                      event: Decision | None = None) -> None: ...
+    def add_step_event(self, uuid: str, step: str, state: str,
+                       progress: float, message: str,
+                       now: datetime.datetime, holder: Holder | None = None,
+                       event: Decision | None = None,
+                       instances: int | None = None) -> None: ...
+    def finish(self, uuid: str, status: Status, message: str, *,
+               holder: Holder, retry_in: float | None = None,
+               event: Decision | None = None) -> None: ...
+    def journal(self, uuid: str) -> list[InstanceResult]: ...
+    def step_events(self, uuid: str) -> list[StepEvent]: ...
+    def restarts_since(self, instance_uuid: str, since: datetime.datetime,
+                       excluding_uuid: str | None = None
+                       ) -> list[datetime.datetime]: ...
+
+
+class ByHandRunStore(RunStore, intake.ByHandStore, Renewals, Protocol):
+    """What an operator's run needs: a run's, the intake's claim by
+    hand, and its own keeper's renewals."""
 
 
 def _instance_news(result: InstanceResult) -> tuple[EventKind, str] | None:
@@ -98,7 +128,7 @@ class StoreRecorder:
     owner), written in the transaction of that journal entry or step,
     once per change."""
 
-    def __init__(self, store: Store, lease: Lease,
+    def __init__(self, store: RunStore, lease: Lease,
                  clock: concurrency.Clock, listener: Recorder | None = None,
                  *, notification: Notification, actor: str | None = None):
         self._store = store
@@ -207,7 +237,7 @@ class Run:
     abandoned run.
     """
 
-    def __init__(self, store: Store, notification: Notification,
+    def __init__(self, store: RunStore, notification: Notification,
                  owner: str, *, seconds: float, clock: concurrency.Clock,
                  taken_at: float, keeper: LeaseKeeper,
                  actor: str | None = None,
@@ -252,8 +282,9 @@ class Run:
 
 
 @contextlib.contextmanager
-def by_hand(store: Store, kind: Kind, hostname: str, *, seconds: float,
-            clock: concurrency.Clock, actor: str) -> Iterator[Run]:
+def by_hand(store: ByHandRunStore, kind: Kind, hostname: str, *,
+            seconds: float, clock: concurrency.Clock,
+            actor: str) -> Iterator[Run]:
     """An operator's run of ``hostname`` (``recovery host-failure`` or
     ``host-return``): claimed through the intake (``intake.by_hand``:
     an abandoned run resumed, or a new one recorded; refused while a
@@ -275,7 +306,7 @@ def by_hand(store: Store, kind: Kind, hostname: str, *, seconds: float,
         keeper.close()
 
 
-def plan(means: Means, store: Store, host: str,
+def plan(means: Means, store: ReservedHostStore, host: str,
          recorder: Recorder) -> HostReport:
     """What a recovery of ``host`` would do, with the same fencing and
     recovery methods as a run, changing nothing and recording nothing
@@ -288,7 +319,7 @@ def plan(means: Means, store: Store, host: str,
                         dry_run=True, placement=methods)
 
 
-def attempt(env: Env, store: Store, notification: Notification,
+def attempt(env: Env, store: RunStore, notification: Notification,
             fencing: Fencing) -> Attempt:
     """Run (or continue) what ``notification`` asks for.
 
@@ -313,7 +344,7 @@ def attempt(env: Env, store: Store, notification: Notification,
         return Attempt(Status.ERROR, str(exc), error=exc)
 
 
-def _recover_host(env: Env, store: Store, notification: Notification,
+def _recover_host(env: Env, store: RunStore, notification: Notification,
                   fencing: Fencing) -> Attempt:
     host = notification.hostname
     # A detected failure with no fencing driver: the probe's silence is
@@ -334,19 +365,20 @@ def _recover_host(env: Env, store: Store, notification: Notification,
     return Attempt(Status.ERROR, summary + first, report)
 
 
-def _return_host(env: Env, store: Store, notification: Notification,
+def _return_host(env: Env, store: RunStore, notification: Notification,
                  fencing: Fencing) -> Attempt:
     return Attempt(Status.FINISHED, return_host(env, notification.hostname))
 
 
-def _restart_instance(env: Env, store: Store, notification: Notification,
+def _restart_instance(env: Env, store: RunStore,
+                      notification: Notification,
                       fencing: Fencing) -> Attempt:
     return Attempt(Status.FINISHED, restart_instance(
         env, notification, restarts=restart_history(env, store, notification),
         steps=store.step_events(notification.uuid)))
 
 
-def _handle_process_event(env: Env, store: Store,
+def _handle_process_event(env: Env, store: RunStore,
                           notification: Notification,
                           fencing: Fencing) -> Attempt:
     done = handle_process_event(env, notification)
@@ -359,12 +391,13 @@ def _handle_process_event(env: Env, store: Store,
 
 
 # The flow of each kind of notification.
-FLOWS: dict[Kind, Callable[[Env, Store, Notification, Fencing], Attempt]] = {
+FLOWS: dict[Kind, Callable[[Env, RunStore, Notification, Fencing],
+                           Attempt]] = {
     Kind.HOST_FAILURE: _recover_host, Kind.HOST_RETURN: _return_host,
     Kind.INSTANCE: _restart_instance, Kind.PROCESS: _handle_process_event}
 
 
-def restart_history(env: Env, store: Store,
+def restart_history(env: Env, store: RunStore,
                     notification: Notification) -> list[datetime.datetime]:
     """When each other restart of the instance ``notification`` names
     started within ``[instance_failure] restart_window``, oldest first:

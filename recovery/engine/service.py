@@ -32,14 +32,18 @@ keeper, and how a claimed notification is run (``attempt``, given the
 
 import logging
 from collections.abc import Callable
+from collections.abc import Collection
+from typing import Protocol
 
 from oslo_config import cfg
 
 from recovery import concurrency
 from recovery import exception
+from recovery.db.claims import Window
+from recovery.db.control import Arming
 from recovery.db.control import HostLoad
-from recovery.db.store import Store
 from recovery.engine import runner
+from recovery.engine.capacity import CapacityStore
 from recovery.engine.capacity import CapacityWatch
 from recovery.engine.detector import Detector
 from recovery.engine.gates import Gates
@@ -63,8 +67,24 @@ IDLE_WAIT = 1.0
 Attempter = Callable[[runner.Run], runner.Attempt]
 
 
+class EngineStore(runner.RunStore, CapacityStore, Protocol):
+    """What the loop needs from the store: the registry of engines, the
+    claims and holds, and what its runs and its capacity refresh need."""
+    def engine_seen(self, name: str, host: str, pid: int | None,
+                    backend: str | None = None) -> None: ...
+    def engine_gone(self, name: str) -> None: ...
+    def arming(self) -> Arming: ...
+    def next_runnable(self, *, resume_only: bool = False,
+                      skip: Collection[str] = ()) -> Notification | None: ...
+    def host_load(self, engine: str, *, live_within: float) -> HostLoad: ...
+    def hold(self, item: Notification, message: str, delay: float, *,
+             event: Decision | None = None) -> bool: ...
+    def take(self, item: Notification, owner: str, lease: float, *,
+             window: Window | None = None) -> Notification | None: ...
+
+
 class Engine:
-    def __init__(self, conf: cfg.ConfigOpts, store: Store,
+    def __init__(self, conf: cfg.ConfigOpts, store: EngineStore,
                  clock: concurrency.Clock, *, detector: Detector,
                  gates: Gates, keeper: LeaseKeeper, attempt: Attempter,
                  heartbeat: Callable[[str], None] = lambda status: None,

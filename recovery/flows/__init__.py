@@ -15,6 +15,7 @@ from recovery.flows.context import Settings
 from recovery.flows.host_failure import recover_host
 from recovery.flows.host_return import return_host
 from recovery.flows.instance_failure import restart_instance
+from recovery.flows.placement import ReservedHostStore
 from recovery.flows.placement import for_host as placement_for_host
 from recovery.flows.plan import Plan
 from recovery.flows.process_failure import handle_process_event
@@ -26,7 +27,7 @@ from recovery.flows.tolerance import if_each_failed
 from recovery.flows.tolerance import simulate
 from recovery.flows.watcher import EvacuationWatcher
 
-__all__ = ["Cloud", "Env", "EvacuationWatcher", "Group", "Plan", "Settings",
-           "Tolerance", "failures_tolerated", "handle_process_event",
+__all__ = ["Cloud", "Env", "EvacuationWatcher", "Group", "Plan",
+           "ReservedHostStore", "Settings", "Tolerance", "failures_tolerated", "handle_process_event",
            "if_each_failed", "placement_for_host",
            "recover_host", "restart_instance", "return_host", "simulate"]

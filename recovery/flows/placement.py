@@ -60,16 +60,12 @@ class SegmentRecord(Protocol):
 
 class ReservedHostStore(Protocol):
     """What the methods need from the store (``SegmentStore``)."""
-
     def host_record(self, name: str
                     ) -> tuple[HostRecord, SegmentRecord] | None: ...
-
     def reserved_hosts(self, segment_uuid: str,
                        notification_uuid: str) -> list[HostRecord]: ...
-
     def claim_reserved(self, host_uuid: str, notification_uuid: str,
                        now) -> bool: ...
-
     def release_reserved(self, host_uuid: str, notification_uuid: str,
                          now) -> None: ...
 
@@ -295,7 +291,7 @@ class ReservedHosts:
         except exception.RecoveryError as exc:
             self._skip(host, f"cannot read its service: {exc}")
             return False
-        if service.state != "up":
+        if not service.is_up:
             self._skip(host, f"Nova reports it {service.state}")
             return False
         if host.claimed_by != self._notification and not (
@@ -324,7 +320,7 @@ class ReservedHosts:
     def _ready(self, service) -> str:
         nova, settings = self._env.nova, self._env.settings
         done = ["no longer reserved"]
-        if service.status != "enabled":
+        if not service.is_enabled:
             nova.enable(service)
             done.append("compute service enabled")
         if settings.add_reserved_host_to_aggregate:
