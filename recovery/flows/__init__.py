@@ -28,6 +28,7 @@ from recovery.flows.tolerance import simulate
 from recovery.flows.watcher import EvacuationWatcher
 
 __all__ = ["Cloud", "Env", "EvacuationWatcher", "Group", "Plan",
-           "ReservedHostStore", "Settings", "Tolerance", "failures_tolerated", "handle_process_event",
-           "if_each_failed", "placement_for_host",
-           "recover_host", "restart_instance", "return_host", "simulate"]
+           "ReservedHostStore", "Settings", "Tolerance",
+           "failures_tolerated", "handle_process_event", "if_each_failed",
+           "placement_for_host", "recover_host", "restart_instance",
+           "return_host", "simulate"]
