@@ -1,12 +1,10 @@
 """Who runs which notification: claims and their leases.
 
 A claim is a compare-and-swap on the notification's version, made under
-the "claims" lock (SQLite: its write lock), so a notification never
+the "claims" lock (``recovery.db.claims_lock``), so a notification never
 runs twice and a host never has two live runs, however many engines
 share the database, and whichever nodes of a Galera cluster they write
-to: on MariaDB/MySQL the lock is also a write that Galera certifies, so
-of two claims made at once on two nodes one fails with a deadlock and
-is tried again, and then sees the other's.
+to.
 
 A run is abandoned when its lease expired by the database's clock, or
 when its owner was a process of this machine that has exited; another
@@ -22,23 +20,20 @@ out, whatever the holder's own clock says.
 
 import dataclasses
 import datetime
-import time
 import uuid as uuidlib
-from collections.abc import Callable
 from collections.abc import Collection
 from collections.abc import Iterator
 from typing import Any
-from typing import TypeVar
 
 import sqlalchemy as sa
-from oslo_db import exception as db_exc
 
 from recovery import exception
 from recovery.db import events
+from recovery.db.claims_lock import lock_claims
+from recovery.db.claims_lock import retry_conflicts
 from recovery.db.notifications import NotificationStore
 from recovery.db.notifications import canonical_payload
 from recovery.db.notifications import row_to_notification
-from recovery.db.tables import locks
 from recovery.db.tables import notifications
 from recovery.events import Decision
 from recovery.events import EventKind
@@ -47,8 +42,6 @@ from recovery.notification import COMMANDS
 from recovery.notification import Kind
 from recovery.notification import Notification
 from recovery.notification import Status
-
-_T = TypeVar("_T")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -97,60 +90,6 @@ class Holder:
 
 def _later(now: datetime.datetime, seconds: float) -> datetime.datetime:
     return now + datetime.timedelta(seconds=seconds)
-
-
-# A row that no transaction leaves behind: written and deleted by each
-# claim, so that Galera certifies claims against each other.
-_CERTIFIED = "claims:certified"
-# How many times a claim that lost a deadlock (a Galera certification
-# conflict among them) is tried again, and the pause before each try.
-CONFLICT_RETRIES = 4
-CONFLICT_PAUSE = 0.05
-
-
-def lock_claims(conn: Any) -> None:
-    """Serialize claims across engines until the transaction ends.
-
-    The row lock serializes the claims made through one server. On a
-    Galera cluster that is all it does: a row lock is held on the node
-    that took it, and Galera certifies writes only, never a read, locking
-    or not. So a claim also writes: it inserts and deletes a row of its
-    own, which every claim's write set then names, and of two claims
-    made at once on two nodes, the second to be certified fails with a
-    deadlock (error 1213) and is rolled back. (An ``UPDATE`` that writes
-    a row's own values back is no write to Galera: nothing changes, and
-    nothing is certified.) Elsewhere the row lock is the whole story.
-    """
-    conn.execute(sa.select(locks.c.name).where(
-        locks.c.name == "claims").with_for_update())
-    if conn.dialect.name in ("mysql", "mariadb"):
-        conn.execute(locks.insert().values(name=_CERTIFIED))
-        conn.execute(locks.delete().where(locks.c.name == _CERTIFIED))
-
-
-def _lost_conflict(exc: exception.StoreError) -> bool:
-    """``exc`` (from ``_tx``) is a deadlock: the transaction was rolled
-    back, nothing of it is written, and trying it again is safe."""
-    cause = exc.__cause__
-    if isinstance(cause, db_exc.DBDeadlock):
-        return True
-    orig = getattr(cause, "orig", None)
-    return bool(getattr(orig, "args", None)) and orig.args[0] == 1213
-
-
-def retry_conflicts(claim: Callable[[], _T]) -> _T:
-    """``claim()``, tried again (up to ``CONFLICT_RETRIES`` times) while it
-    loses a deadlock to another claim; after that, its StoreUnavailable.
-    The try after a lost conflict reads what the winner wrote, so it
-    mostly finds the work taken and says so, as on one server."""
-    for attempt in range(CONFLICT_RETRIES):
-        try:
-            return claim()
-        except exception.StoreUnavailable as exc:
-            if not _lost_conflict(exc):
-                raise
-            time.sleep(CONFLICT_PAUSE * (attempt + 1))
-    return claim()
 
 
 # Built once: it runs in the transaction of every write a holder makes,

@@ -4,8 +4,8 @@
 A row lock (``SELECT ... FOR UPDATE``) is held on one Galera node only,
 and Galera certifies writes, never reads: two claims made at once on two
 nodes would each see the other's work as not there yet. The claims lock
-is therefore also a write (recovery.db.claims.lock_claims), and of two
-claims certified at once one loses with a deadlock, is tried again, and
+is therefore also a write (recovery.db.claims_lock.lock_claims), and of
+two claims certified at once one loses with a deadlock, is tried again, and
 sees the winner's. Each race below is run many times: once is luck.
 
 Then two real engines, each on its own node, recover a host while the
