@@ -12,11 +12,15 @@ from recovery import intake
 from recovery.cmd import watch
 from recovery.db.claims import Holder
 from recovery.db.store import open_store
+from recovery.engine.lease import Lease
+from recovery.engine.runner import StoreRecorder
 from recovery.notification import Kind
 from recovery.notification import Status
 from recovery.results import InstanceResult
 from recovery.results import Outcome
 from recovery.results import Phase
+from recovery.results import StepName
+from recovery.results import StepState
 from tests.unit.fakes import FakeClock
 
 HOST = "compute-1"
@@ -122,6 +126,20 @@ def test_the_count_is_read_from_its_column_not_the_message(store, run):
     follower.poll()
     assert told.heard == [("step", "recover-instances", "RUNNING", None),
                           ("step", "recover-instances", "RUNNING", 3)]
+
+
+def test_the_run_s_recorder_stores_the_count_with_the_step(store, run):
+    clock = FakeClock()
+    lease = Lease(run, OWNER, LEASE, clock, clock.monotonic())
+    recorder = StoreRecorder(store, lease, clock, notification=run)
+    recorder.step_changed(StepName.RECOVER_INSTANCES, StepState.RUNNING,
+                          f"2 instance(s) on {HOST}; auto", instances=2)
+    recorder.step_changed(StepName.RECOVER_INSTANCES, StepState.SUCCESS,
+                          "2 recovered")
+    assert [(e.step, e.state, e.instances)
+            for e in store.step_events(run.uuid)] == [
+        ("recover-instances", "RUNNING", 2),
+        ("recover-instances", "SUCCESS", None)]
 
 
 def test_it_ends_with_the_notification(store, run):
