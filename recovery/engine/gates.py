@@ -23,14 +23,15 @@ the gates let it go, records why (``window``).
 import dataclasses
 import datetime
 import logging
+from typing import Protocol
 
 from oslo_config import cfg
 
 from recovery import concurrency
 from recovery.census import Census
+from recovery.db.claims import Start
 from recovery.db.claims import Window
 from recovery.db.claims import fits
-from recovery.db.store import Store
 from recovery.domains import Assessment
 from recovery.domains import FailureDomains
 from recovery.domains import assess
@@ -48,6 +49,15 @@ LOG = logging.getLogger(__name__)
 CENSUS_REUSE = 1.0
 
 
+class GateStore(Protocol):
+    """What the gates read of the store: the host recoveries in flight,
+    for the brake, and those started lately, for the per-window cap."""
+
+    def hosts_in_recovery(self) -> set[str]: ...
+
+    def recoveries_started_within(self, seconds: float) -> list[Start]: ...
+
+
 @dataclasses.dataclass(frozen=True)
 class Hold:
     message: str
@@ -58,7 +68,7 @@ class Hold:
 
 
 class Gates:
-    def __init__(self, conf: cfg.ConfigOpts, store: Store, nova: Nova,
+    def __init__(self, conf: cfg.ConfigOpts, store: GateStore, nova: Nova,
                  clock: concurrency.Clock,
                  domains: FailureDomains | None = None):
         """``domains``: the hosts' failure domains (read from ``nova``

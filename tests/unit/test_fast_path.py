@@ -18,10 +18,12 @@ from recovery import conf as recovery_conf
 from recovery.census import Census
 from recovery.census import HeartbeatAges
 from recovery.engine.detector import Detector
+from recovery.engine.silence import HoldCause
 from recovery.engine.silence import agreements
 from recovery.fencing import load_fencing
 from recovery.identity import split_owner
 from recovery.identity import this_process
+from recovery.metrics import DETECTOR_HOLDS
 from recovery.metrics import METRICS
 from recovery.models import ComputeService
 from recovery.notification import Kind
@@ -342,6 +344,11 @@ def test_an_engine_known_gone_leaves_the_majority_at_once(store):
     assert not agreement().reached
     assert agreement().describe() == (
         f"1 of 2 live engine(s) see it silent ({me}), 2 needed")
+
+
+def test_the_hold_causes_are_the_metric_s_labels():
+    """Each cause is counted under a label the metric made at start."""
+    assert tuple(HoldCause) == DETECTOR_HOLDS
 
 
 # -- the heartbeat's age ---------------------------------------------------

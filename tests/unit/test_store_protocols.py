@@ -20,7 +20,9 @@ from recovery.api import notifications
 from recovery.api import segments
 from recovery.db.store import Store
 from recovery.engine import capacity
+from recovery.engine import gates
 from recovery.engine import lease
+from recovery.engine import reports
 from recovery.engine import runner
 from recovery.engine import service
 from recovery.flows import ReservedHostStore
@@ -32,7 +34,8 @@ PROTOCOLS = [
     notifications.NotificationStore, segments.SegmentCatalog, app.APIStore,
     lease.Renewals, runner.RunStore, runner.ByHandRunStore,
     service.EngineStore, capacity.SegmentSource, capacity.EventLog,
-    capacity.CapacityStore, capacity.SimulationStore, ReservedHostStore]
+    capacity.CapacityStore, capacity.SimulationStore, ReservedHostStore,
+    reports.DetectorStore, gates.GateStore]
 
 # What stands in for the store, and the Protocol it stands in for.
 STAND_INS = [(capacity.Segments, ReservedHostStore),
@@ -43,7 +46,8 @@ STAND_INS = [(capacity.Segments, ReservedHostStore),
 # server, the WSGI entry point, the command line's commands).
 CONSUMERS = ["intake.py", "api", "flows", "engine/runner.py",
              "engine/service.py", "engine/lease.py", "engine/capacity.py",
-             "cmd/segments.py"]
+             "engine/detector.py", "engine/fast_path.py",
+             "engine/reports.py", "engine/gates.py", "cmd/segments.py"]
 
 ROOT = pathlib.Path(recovery.__file__).parent
 P = inspect.Parameter
