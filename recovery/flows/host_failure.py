@@ -159,8 +159,8 @@ def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
                         len(pending), ctx.host)
     for server in pending:
         settle(ctx, new_result(ctx, server), Outcome.FAILED,
-                f"appeared on {ctx.host} during recovery after "
-                f"{MAX_RELISTS} listings; run recovery again")
+               f"appeared on {ctx.host} during recovery after "
+               f"{MAX_RELISTS} listings; run recovery again")
     env.recorder.step_changed(
         StepName.RECOVER_INSTANCES,
         StepState.SUCCESS if ctx.report.succeeded else StepState.FAILURE,
@@ -187,7 +187,7 @@ def _recover_round(ctx: HostContext, servers: list[Server],
             # run() records its own failures; this is a last line of
             # defence so that no worker's exception is ever lost.
             settle(ctx, outcome.item.result, Outcome.FAILED,
-                    f"unexpected error: {outcome.error!r}")
+                   f"unexpected error: {outcome.error!r}")
     if stopped is not None:
         raise stopped
 

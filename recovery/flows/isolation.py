@@ -145,7 +145,9 @@ class ForceDown(base.Step[HostContext]):
     PUT instead of two): the disable that follows then has nothing left
     to send. Nova saves both before it would ask the compute about the
     disable, and skips that for a forced-down service, so the order
-    force-down first is kept within the one request."""
+    force-down first is kept within the one request. If Nova then never
+    reports the host down, both changes are undone before the step
+    fails."""
 
     name = StepName.FORCE_DOWN
     news = {StepState.REVERTED: News(

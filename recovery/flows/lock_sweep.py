@@ -97,4 +97,4 @@ def _left_locked(ctx: HostContext, result: InstanceResult, why: str) -> None:
               why)
     reason = f"left locked, {why}"
     settle(ctx, result, Outcome.FAILED,
-            f"{result.reason}; {reason}" if result.reason else reason)
+           f"{result.reason}; {reason}" if result.reason else reason)
