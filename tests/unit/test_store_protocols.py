@@ -7,6 +7,7 @@ fails here, not in production.
 """
 
 import ast
+import importlib
 import inspect
 import pathlib
 import typing
@@ -150,3 +151,33 @@ def test_consumers_name_a_protocol_not_the_store(where):
     path = ROOT / where
     files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
     assert [str(f.relative_to(ROOT)) for f in files if names_store(f)] == []
+
+
+def store_types() -> dict[type, list[str]]:
+    """What each parameter named ``store`` in recovery/ is annotated
+    with, and where: a function's or a method's, a string annotation's
+    name read in its module."""
+    found: dict[type, list[str]] = {}
+    for path in sorted(ROOT.rglob("*.py")):
+        module = ".".join(path.relative_to(ROOT.parent).with_suffix("")
+                          .parts).removesuffix(".__init__")
+        for node in ast.walk(ast.parse(path.read_text())):
+            if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                continue
+            args = node.args
+            for arg in args.posonlyargs + args.args + args.kwonlyargs:
+                if arg.arg == "store" and arg.annotation is not None:
+                    names = vars(importlib.import_module(module))
+                    kind = eval(ast.unparse(arg.annotation), names)
+                    found.setdefault(kind, []).append(
+                        f"{path.relative_to(ROOT)}:{node.lineno}")
+    return found
+
+
+def test_every_protocol_a_store_is_typed_with_is_checked():
+    """A Protocol added beside a new consumer is checked above too."""
+    typed = store_types()
+    assert Store in typed and intake.AcceptStore in typed
+    unchecked = {kind.__name__: where for kind, where in typed.items()
+                 if kind not in (*PROTOCOLS, Store, typing.Any)}
+    assert unchecked == {}
