@@ -12,8 +12,8 @@ from typing import Any
 import prettytable
 
 from recovery.cmd import output
-from recovery.engine.capacity import Simulation
 from recovery.engine.capacity import View
+from recovery.engine.simulation import Simulation
 from recovery.flows import Plan
 from recovery.models import Need
 from recovery.results import Outcome

@@ -47,6 +47,7 @@ from recovery.db.store import Store
 from recovery.db.store import open_conf_store
 from recovery.engine import capacity as capacity_check
 from recovery.engine import runner
+from recovery.engine import simulation as game_day
 from recovery.notification import Kind
 from recovery.notification import Status
 from recovery.results import Outcome
@@ -246,8 +247,8 @@ def capacity_view(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
 
 def simulate(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     nova = runner.Means.load(conf, Clock(), "recovery").nova
-    simulation = capacity_check.simulate(conf, open_conf_store(conf), nova,
-                                         Clock(), args.fail, _operator())
+    simulation = game_day.simulate(conf, open_conf_store(conf), nova,
+                                   Clock(), args.fail, _operator())
     print(capacity.render_simulation(simulation, args.format))
     return EXIT_OK
 

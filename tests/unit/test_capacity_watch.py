@@ -14,6 +14,7 @@ from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.cmd import capacity as cmd_capacity
 from recovery.engine import capacity
+from recovery.engine import simulation as game_day
 from recovery.events import Decision
 from recovery.events import Event
 from recovery.events import EventKind
@@ -239,7 +240,7 @@ def events(*pairs):
 
 
 def test_past_evacuations_are_paired_per_instance():
-    assert capacity.evacuation_seconds(events((0, 10), (1, 30), (2, 20))
+    assert game_day.evacuation_seconds(events((0, 10), (1, 30), (2, 20))
                                        ) == [10, 30, 20]
 
 
@@ -257,8 +258,8 @@ def test_the_estimate_recovers_hosts_in_waves_of_the_engine_s_limit(store):
         ] * instances))
 
     plans = [plan(1), plan(7), plan(4)]
-    assert capacity.estimate_time(store, plans, 3, 2).seconds == 40
-    assert capacity.estimate_time(store, plans, 3, 8).seconds == 30
+    assert game_day.estimate_time(store, plans, 3, 2).seconds == 40
+    assert game_day.estimate_time(store, plans, 3, 8).seconds == 30
 
 
 def test_the_simulation_reads_only_and_records_that_it_ran(conf, store,
@@ -269,7 +270,7 @@ def test_the_simulation_reads_only_and_records_that_it_ran(conf, store,
                     NOW + datetime.timedelta(seconds=12))
     store.set_arming(False, "op", "maintenance", NOW)
     conf.set_override("max_failed_hosts_percent", 40, group="safety")
-    simulation = capacity.simulate(conf, store, nova, FakeClock(),
+    simulation = game_day.simulate(conf, store, nova, FakeClock(),
                                    ["compute-1"], "op@desk")
     assert {c[0] for c in nova.calls} <= {
         "list_services", "free_room",
@@ -314,6 +315,6 @@ def test_the_alert_and_the_panel_read_the_figure():
 def test_a_host_nova_does_not_know_is_refused_before_anything(conf, store,
                                                               nova):
     with pytest.raises(exception.UnknownHost):
-        capacity.simulate(conf, store, nova, FakeClock(), ["compute-9"],
+        game_day.simulate(conf, store, nova, FakeClock(), ["compute-9"],
                           "op@desk")
     assert store.events() == []

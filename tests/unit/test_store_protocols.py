@@ -26,6 +26,7 @@ from recovery.engine import lease
 from recovery.engine import reports
 from recovery.engine import runner
 from recovery.engine import service
+from recovery.engine import simulation
 from recovery.flows import ReservedHostStore
 from tests.unit import test_races as races
 from tests.unit import test_tolerance as tolerance
@@ -35,8 +36,8 @@ PROTOCOLS = [
     notifications.NotificationStore, segments.SegmentCatalog, app.APIStore,
     lease.Renewals, runner.RunStore, runner.ByHandRunStore,
     service.EngineStore, capacity.SegmentSource, capacity.EventLog,
-    capacity.CapacityStore, capacity.SimulationStore, ReservedHostStore,
-    reports.DetectorStore, gates.GateStore]
+    capacity.CapacityStore, simulation.SimulationStore,
+    ReservedHostStore, reports.DetectorStore, gates.GateStore]
 
 # What stands in for the store, and the Protocol it stands in for.
 STAND_INS = [(capacity.Segments, ReservedHostStore),
@@ -48,7 +49,8 @@ STAND_INS = [(capacity.Segments, ReservedHostStore),
 CONSUMERS = ["intake.py", "api", "flows", "engine/runner.py",
              "engine/service.py", "engine/lease.py", "engine/capacity.py",
              "engine/detector.py", "engine/fast_path.py",
-             "engine/reports.py", "engine/gates.py", "cmd/segments.py"]
+             "engine/reports.py", "engine/gates.py", "engine/simulation.py",
+             "cmd/segments.py"]
 
 ROOT = pathlib.Path(recovery.__file__).parent
 P = inspect.Parameter
