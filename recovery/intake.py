@@ -31,13 +31,11 @@ from recovery.notification import classify
 
 class HostRecords(Protocol):
     """Which failover segment entry a host name has, if any."""
-
     def host_record(self, name: str) -> tuple[Host, Segment] | None: ...
 
 
 class AcceptStore(HostRecords, Protocol):
     """What ``accept`` needs from the store."""
-
     def add(self, *, type: str, kind: Kind, hostname: str,
             generated_time: datetime.datetime, payload: dict[str, Any],
             origin: str, status: Status, now: datetime.datetime,
@@ -49,7 +47,6 @@ class AcceptStore(HostRecords, Protocol):
 
 class ByHandStore(HostRecords, Protocol):
     """What ``by_hand`` needs from the store."""
-
     def claim_host(self, *, type: str, kind: Kind, hostname: str,
                    payload: dict[str, Any], origin: str, owner: str,
                    lease: float, actor: str, event: Decision,

@@ -53,23 +53,18 @@ VMOVE_SORT_KEYS = frozenset({"id", "uuid", "instance_uuid", "instance_name",
 class NotificationStore(intake.AcceptStore, Protocol):
     """What the notifications API needs from the store: the intake's
     part, and the reads of a notification and its runs."""
-
     def list_notifications(self, *, filters: dict[str, Any] | None = None,
                            generated_since: datetime.datetime | None = None,
                            limit: int | None = None,
                            marker: str | None = None,
                            sort_key: str = "created_at",
                            sort_dir: str = "desc") -> list[Notification]: ...
-
     def get(self, uuid: str) -> Notification: ...
-
     def step_events(self, uuid: str) -> list[StepEvent]: ...
-
     def events(self, notification_uuid: str | None = None,
                since: datetime.datetime | None = None,
                limit: int | None = None, host: str | None = None,
                kinds: Collection[str] | None = None) -> list[Event]: ...
-
     def journal_entries(self, uuid: str) -> list[JournalEntry]: ...
 
 
