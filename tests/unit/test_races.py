@@ -318,6 +318,14 @@ class Service:
     state: str = "up"
     status: str = "disabled"
 
+    @property
+    def is_up(self) -> bool:
+        return self.state == "up"
+
+    @property
+    def is_enabled(self) -> bool:
+        return self.status == "enabled"
+
 
 class ReservedNova:
     """Nova as a take of a reserved host sees it; ``hook`` is called in
