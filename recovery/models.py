@@ -47,7 +47,7 @@ class NovaState(enum.StrEnum):
     @property
     def known(self) -> bool:
         """Whether this release knows the state (it is a member)."""
-        return self._name_ in type(self).__members__
+        return type(self).__members__.get(self._name_) is self
 
     def __repr__(self) -> str:
         # Messages say ``vm_state 'x'``, as they did with Nova's string.

@@ -41,6 +41,8 @@ def test_a_state_recovery_does_not_know_keeps_nova_s_name():
     assert found.vm_state not in set(VmState)
     assert f"{found.vm_state!r}" == "'hibernated'"
     assert not found.task_state.known and not found.rebuilding
+    # A text that happens to be a member's name is no member either.
+    assert not VmState("ACTIVE").known
     reason = skip_reason(found, settings())
     assert reason.startswith(
         "vm_state 'hibernated' is not known to recovery")
