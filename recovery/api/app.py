@@ -15,11 +15,11 @@ import webob.dec
 from recovery import exception
 from recovery.api import http
 from recovery.api import validation
+from recovery.api.catalog import SegmentCatalog
 from recovery.api.notifications import HostCheck
 from recovery.api.notifications import NotificationAPI
 from recovery.api.notifications import NotificationStore
 from recovery.api.segments import SegmentAPI
-from recovery.api.segments import SegmentCatalog
 from recovery.concurrency import Clock
 
 LOG = logging.getLogger(__name__)

@@ -10,12 +10,10 @@ Edits that would change a recovery in flight are refused by the store
 (409, with the notification to wait for).
 """
 
-import datetime
 import functools
 import logging
 from collections.abc import Callable
 from typing import Any
-from typing import Protocol
 
 import webob
 
@@ -23,13 +21,12 @@ from recovery import exception
 from recovery.api import http
 from recovery.api import validation
 from recovery.api import views
+from recovery.api.catalog import SegmentCatalog
 from recovery.api.notifications import HostCheck
 from recovery.concurrency import Clock
 from recovery.db.segments import HOST_SORT_KEYS
 from recovery.db.segments import RECOVERY_METHODS
 from recovery.db.segments import SEGMENT_SORT_KEYS
-from recovery.db.segments import Host
-from recovery.db.segments import Segment
 
 LOG = logging.getLogger(__name__)
 
@@ -37,38 +34,6 @@ LOG = logging.getLogger(__name__)
 SEGMENT_FILTERS = ("recovery_method", "service_type")
 HOST_FILTERS = ("name", "type", "control_attributes")
 HOST_FLAGS = ("reserved", "on_maintenance")
-
-
-class SegmentCatalog(Protocol):
-    """What editing failover segments and their hosts needs from the
-    store: the API's and the command line's (``recovery segment``)."""
-    def list_segments(self, filters: dict[str, Any] | None = None,
-                      limit: int | None = None, marker: str | None = None,
-                      sort_key: str = "created_at",
-                      sort_dir: str = "desc") -> list[Segment]: ...
-    def get_segment(self, uuid: str) -> Segment: ...
-    def create_segment(self, *, name: str, recovery_method: str,
-                       now: datetime.datetime,
-                       description: str | None = None,
-                       service_type: str = "compute",
-                       enabled: bool = True) -> Segment: ...
-    def update_segment(self, uuid: str, changes: dict[str, Any],
-                       now: datetime.datetime) -> Segment: ...
-    def delete_segment(self, uuid: str) -> None: ...
-    def list_hosts(self, segment_uuid: str,
-                   filters: dict[str, Any] | None = None,
-                   limit: int | None = None, marker: str | None = None,
-                   sort_key: str = "created_at",
-                   sort_dir: str = "desc") -> list[Host]: ...
-    def get_host(self, segment_uuid: str, ident: str) -> Host: ...
-    def create_host(self, segment_uuid: str, *, name: str,
-                    now: datetime.datetime, type: str = "COMPUTE",
-                    control_attributes: str = "", reserved: bool = False,
-                    on_maintenance: bool = False) -> Host: ...
-    def update_host(self, segment_uuid: str, ident: str,
-                    changes: dict[str, Any],
-                    now: datetime.datetime) -> Host: ...
-    def delete_host(self, segment_uuid: str, ident: str) -> None: ...
 
 
 class SegmentAPI:

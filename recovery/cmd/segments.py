@@ -14,7 +14,7 @@ from typing import Any
 from oslo_config import cfg
 
 from recovery.api import validation
-from recovery.api.segments import SegmentCatalog
+from recovery.api.catalog import SegmentCatalog
 from recovery.cmd import output
 from recovery.concurrency import Clock
 from recovery.db.segments import RECOVERY_METHODS

@@ -17,8 +17,8 @@ import pytest
 import recovery
 from recovery import intake
 from recovery.api import app
+from recovery.api import catalog
 from recovery.api import notifications
-from recovery.api import segments
 from recovery.db.store import Store
 from recovery.engine import capacity
 from recovery.engine import gates
@@ -33,7 +33,7 @@ from tests.unit import test_tolerance as tolerance
 
 PROTOCOLS = [
     intake.HostRecords, intake.AcceptStore, intake.ByHandStore,
-    notifications.NotificationStore, segments.SegmentCatalog, app.APIStore,
+    notifications.NotificationStore, catalog.SegmentCatalog, app.APIStore,
     lease.Renewals, runner.RunStore, runner.ByHandRunStore,
     service.EngineStore, capacity.SegmentSource, capacity.EventLog,
     capacity.CapacityStore, simulation.SimulationStore,
