@@ -29,6 +29,7 @@ from recovery.engine.capacity import Segments
 from recovery.engine.capacity import SegmentSource
 from recovery.engine.capacity import look
 from recovery.engine.capacity import plan_env
+from recovery.engine.gates import GateStore
 from recovery.events import Decision
 from recovery.events import Event
 from recovery.events import EventKind
@@ -43,11 +44,9 @@ from recovery.results import Outcome
 HISTORY_EVENTS = 20000
 
 
-class SimulationStore(SegmentSource, EventLog, Protocol):
+class SimulationStore(SegmentSource, EventLog, GateStore, Protocol):
     """What a simulated failure needs: the gates' state too."""
     def arming(self) -> Arming: ...
-    def hosts_in_recovery(self) -> set[str]: ...
-    def recoveries_started_within(self, seconds: float) -> list[Start]: ...
 
 
 @dataclasses.dataclass(frozen=True)
