@@ -142,6 +142,50 @@ def test_the_command_line_runs_through_the_runner():
     assert wrong == []
 
 
+# The rooms of doc/source/admin/design.md ("The rooms"): which rooms each
+# may import. "base" is every module directly in recovery/.
+ROOMS = {
+    "cmd": {"wsgi", "engine", "api", "flows", "fencing", "nova", "db",
+            "conf", "base"},
+    "wsgi": {"api", "db", "nova", "conf", "base"},
+    "engine": {"api", "flows", "fencing", "nova", "db", "conf", "base"},
+    "api": {"db", "conf", "base"},
+    "flows": {"fencing", "nova", "base"},
+    "fencing": {"conf", "base"},
+    "nova": {"conf", "base"},
+    "db": {"conf", "base"},
+    "conf": {"base"},
+    "base": {"nova", "db", "conf"},
+}
+
+
+def _room(module: str) -> str | None:
+    parts = module.split(".")
+    if parts[0] != "recovery" or len(parts) < 2:
+        return None
+    return parts[1] if parts[1] in ROOMS else "base"
+
+
+def test_each_room_imports_only_the_rooms_the_design_names():
+    wrong = []
+    for source, targets in import_graph().items():
+        room = _room(source)
+        wrong += [f"{source} -> {target}" for target in sorted(targets)
+                  if _room(target) not in (room, None)
+                  and _room(target) not in ROOMS[room]]
+    assert wrong == []
+    graph = import_graph()
+
+    def reached(room: str, other: str) -> set[str]:
+        return {t for s, ts in graph.items() if _room(s) == room
+                for t in ts if _room(t) == other}
+
+    # The base's imports of the store are its data classes only, and the
+    # options import nothing of recovery's but its errors.
+    assert reached("base", "db") == {"recovery.db.segments"}
+    assert reached("conf", "base") <= {"recovery.exception"}
+
+
 @pytest.mark.parametrize("module", ["threading", "eventlet"])
 def test_only_concurrency_imports_threads(module):
     wrong = [i for i in imports(".") if i.reaches(module)
