@@ -14,6 +14,8 @@ import datetime
 from typing import Any
 from typing import Protocol
 
+from recovery import bus
+from recovery.bus.wire import notification_event
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
 from recovery.events import Decision
@@ -82,7 +84,7 @@ def accept(store: AcceptStore, *, type: str | NotificationType,
     else:
         event = Decision(origin, hostname, EventKind.IGNORED,
                          f"{what}: {reason}")
-    return store.add(
+    stored = store.add(
         type=type, kind=kind, hostname=hostname,
         generated_time=generated_time, payload=payload, origin=origin,
         status=status, message=reason or note,
@@ -90,6 +92,10 @@ def accept(store: AcceptStore, *, type: str | NotificationType,
         failover_segment_uuid=record and record[1].uuid, now=now,
         duplicate_window=duplicate_window, detection=detection,
         event=event)
+    # Masakari's pair, both once the notification is stored.
+    for phase in ("start", "end"):
+        bus.publish(notification_event(stored, "notification.create", phase))
+    return stored
 
 
 def by_hand(store: ByHandStore, *, kind: Kind, hostname: str, owner: str,

@@ -84,6 +84,9 @@ class Metrics:
             "host_recovery_seconds", "One attempt of a host failure's "
             "recovery by this engine, from its start to its end.",
             HOST_BUCKETS)
+        self.bus_dropped = self._counter(
+            "bus_dropped", "Notifications for the message bus dropped: "
+            "its queue was full (the bus down or slow).")
 
     def _add_nova_metrics(self) -> None:
         """Nova's API calls and the rate limiter in front of them."""

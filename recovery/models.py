@@ -250,6 +250,9 @@ class Server:
     fault: str | None = None
     # What its flavor takes of a host, as Placement counts it.
     need: "Need | None" = None
+    # Its owner: the project and user Nova names (its owner's events).
+    project_id: str | None = None
+    user_id: str | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vm_state", VmState(self.vm_state))
@@ -277,7 +280,8 @@ class Server:
                    locked_reason=data.get("locked_reason"),
                    metadata=dict(data.get("metadata") or {}),
                    fault=(data.get("fault") or {}).get("message"),
-                   need=Need.of(data))
+                   need=Need.of(data), project_id=data.get("tenant_id"),
+                   user_id=data.get("user_id"))
 
 
 @dataclasses.dataclass(frozen=True)

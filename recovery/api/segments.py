@@ -17,6 +17,7 @@ from typing import Any
 
 import webob
 
+from recovery import bus
 from recovery import exception
 from recovery.api import http
 from recovery.api import validation
@@ -24,7 +25,10 @@ from recovery.api import views
 from recovery.api.catalog import SegmentCatalog
 from recovery.api.notifications import HostCheck
 from recovery.concurrency import Clock
+from recovery.bus import wire
 from recovery.db.segments import HOST_SORT_KEYS
+from recovery.db.segments import Host
+from recovery.db.segments import Segment
 from recovery.db.segments import RECOVERY_METHODS
 from recovery.db.segments import SEGMENT_SORT_KEYS
 
@@ -104,6 +108,7 @@ class SegmentAPI:
     def create(self, req: webob.Request) -> webob.Response:
         data = self._segment_fields(req, create=True)
         segment = self.store.create_segment(now=self.clock.now(), **data)
+        _told("segment.create", segment)
         LOG.info("Created failover segment %s (%s, %s)", segment.name,
                  segment.uuid, segment.recovery_method)
         return http.respond(201, {"segment": views.segment(segment)})
@@ -113,6 +118,7 @@ class SegmentAPI:
         changes = self._segment_fields(req, create=False)
         segment = self.store.update_segment(segment_id, changes,
                                             self.clock.now())
+        _told("segment.update", segment)
         LOG.info("Updated failover segment %s (%s): %s", segment.name,
                  segment.uuid, ", ".join(sorted(changes)))
         return http.respond(200, {"segment": views.segment(segment)})
@@ -120,6 +126,7 @@ class SegmentAPI:
     def delete(self, segment_id: str) -> webob.Response:
         segment = self.store.get_segment(segment_id)
         self.store.delete_segment(segment.uuid)
+        _told("segment.delete", segment)
         LOG.info("Deleted failover segment %s (%s) and its hosts",
                  segment.name, segment.uuid)
         return webob.Response(status=204, content_type=None)
@@ -153,6 +160,7 @@ class SegmentAPI:
         self._known_to_nova(data["name"])
         host = self.store.create_host(segment.uuid, now=self.clock.now(),
                                       **data)
+        _told("host.create", segment, host)
         LOG.info("Added host %s to failover segment %s (reserved %s, on "
                  "maintenance %s)", host.name, segment.name, host.reserved,
                  host.on_maintenance)
@@ -168,6 +176,7 @@ class SegmentAPI:
             self._known_to_nova(changes["name"])
         host = self.store.update_host(segment.uuid, current.uuid, changes,
                                       self.clock.now())
+        _told("host.update", segment, host)
         LOG.info("Updated host %s of failover segment %s: %s", host.name,
                  segment.name, ", ".join(sorted(changes)))
         return http.respond(200, {"host": views.host(host, segment)})
@@ -177,6 +186,7 @@ class SegmentAPI:
         segment = self.store.get_segment(segment_id)
         host = self.store.get_host(segment.uuid, host_id)
         self.store.delete_host(segment.uuid, host.uuid)
+        _told("host.delete", segment, host)
         LOG.info("Removed host %s from failover segment %s", host.name,
                  segment.name)
         return webob.Response(status=204, content_type=None)
@@ -197,6 +207,14 @@ class SegmentAPI:
             # recovery methods look them up by that name.
             raise http.Refused(400, f"host.name: {name!r} is not Nova's name "
                                 f"for it: use {found.host!r}")
+
+
+def _told(action: str, segment: Segment, host: Host | None = None) -> None:
+    """Masakari's start and end of ``action``, both once it is done."""
+    for phase in ("start", "end"):
+        bus.publish(wire.segment_event(segment, action, phase)
+                    if host is None
+                    else wire.host_event(host, segment, action, phase))
 
 
 def _listed(lister: Callable[..., list[Any]], filters: dict[str, Any],

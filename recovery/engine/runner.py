@@ -26,10 +26,12 @@ from typing import Protocol
 
 from oslo_config import cfg
 
+from recovery import bus
 from recovery import concurrency
 from recovery import exception
 from recovery import intake
 from recovery.db.claims import Holder
+from recovery.bus.wire import owner_event
 from recovery.engine.lease import Lease
 from recovery.engine.lease import LeaseKeeper
 from recovery.engine.lease import Renewals
@@ -137,6 +139,7 @@ class StoreRecorder:
         self._listener = listener
         self._actor = actor or lease.holder.owner
         self._host = notification.hostname
+        self._notification = notification
         self._outcomes = InstanceOutcomes()
         # The last news recorded of each instance, by uuid.
         self._told: dict[str, tuple[EventKind, str]] = {}
@@ -151,6 +154,9 @@ class StoreRecorder:
                           result, self._clock.now(), event=event)
         if event is not None:
             self._told[result.uuid] = news
+            # The owner's: after the journal, so it tells what is true.
+            bus.publish(owner_event(result, self._notification,
+                                    self._clock.now()))
         self._outcomes.instance_changed(result)
         if self._listener is not None:
             self._listener.instance_changed(result)

@@ -30,6 +30,7 @@ keeper, and how a claimed notification is run (``attempt``, given the
 ``runner.Run`` of the claim).
 """
 
+import dataclasses
 import logging
 from collections.abc import Callable
 from collections.abc import Collection
@@ -37,8 +38,11 @@ from typing import Protocol
 
 from oslo_config import cfg
 
+from recovery import bus
 from recovery import concurrency
 from recovery import exception
+from recovery.bus.wire import ENGINE_BINARY
+from recovery.bus.wire import notification_event
 from recovery.db.claims import Window
 from recovery.db.control import Arming
 from recovery.db.control import HostLoad
@@ -120,6 +124,7 @@ class Engine:
         SchemaMismatch, once drained, when a newer release contracted the
         schema under this engine."""
         self._keeper.start()
+        self._start_bus()
         # The detector's probes, on their own cadence: idle unless the
         # detector gives them hosts.
         prober = concurrency.spawn(self.detector.prober.run, self._stopping)
@@ -161,6 +166,16 @@ class Engine:
             prober.wait(IDLE_WAIT)
             looker.wait(IDLE_WAIT)
             self._keeper.close()
+            bus.stop()
+
+    def _start_bus(self) -> None:
+        """Publish on the message bus if a driver is set; a bus that
+        cannot be loaded (a bad ``transport_url``) stops no recovery."""
+        try:
+            bus.start(self.conf, self.clock)
+        except Exception as exc:
+            LOG.error("Notifications will not be published on the message "
+                      "bus: %s", exc)
 
     def _idle(self) -> float:
         """How long the loop may wait for a wake-up: until the
@@ -352,6 +367,8 @@ class Engine:
 
     def _run(self, run: runner.Run) -> None:
         notification = run.notification
+        bus.publish(notification_event(notification, "notification.process",
+                                       "start", binary=ENGINE_BINARY))
         try:
             result = self._attempt(run)
         except exception.StoreError as exc:
@@ -393,3 +410,16 @@ class Engine:
         log("Notification %s %s: %s", notification.uuid, status.value,
             message)
         run.finish(status, message, retry_in=retry)
+        _tell_bus(notification, status, result.error
+                  or exception.RecoveryError(message))
+
+
+def _tell_bus(notification: Notification, status: Status,
+              error: exception.RecoveryError) -> None:
+    """Masakari's end of a process: ``end``, or ``error`` with its
+    fault, with the status the run ended with."""
+    ended = dataclasses.replace(notification, status=status)
+    failed = status in (Status.ERROR, Status.FAILED)
+    bus.publish(notification_event(
+        ended, "notification.process", "error" if failed else "end",
+        exc=error if failed else None, binary=ENGINE_BINARY))

@@ -28,7 +28,9 @@ def finished(prior: InstanceResult) -> bool:
 def new_result(ctx: HostContext, server: Server) -> InstanceResult:
     result = InstanceResult(uuid=server.id, name=server.name,
                             source_host=ctx.host,
-                            original_state=server.vm_state)
+                            original_state=server.vm_state,
+                            project_id=server.project_id,
+                            user_id=server.user_id)
     ctx.report.instances.append(result)
     return result
 
@@ -62,6 +64,7 @@ def triage(ctx: HostContext,
         elif prior is not None:
             prior.outcome = prior.reason = None
             prior.priority = priority
+            prior.project_id, prior.user_id = server.project_id, server.user_id
             ctx.report.instances.append(prior)
             selected.append((server, prior))
         elif reason := skip_reason(server, settings):

@@ -1,0 +1,45 @@
+"""The publisher's queue: bounded, drops counted, one line when the bus
+goes and one when it is back; publish never waits for the bus."""
+
+import logging
+
+from recovery import concurrency
+from recovery.bus import wire
+from recovery.bus.publisher import Publisher
+from recovery.metrics import METRICS
+
+
+def _message(n):
+    return wire.Message("info", f"e.{n}", {}, "p:h")
+
+
+def test_a_full_queue_drops_and_counts_without_waiting(caplog):
+    before = METRICS.bus_dropped._value.get()
+    publisher = Publisher(lambda m: None, concurrency.Clock(), size=2)
+    for n in range(5):
+        publisher.publish(_message(n))
+    assert publisher.pending() == 2 and publisher.dropped == 3
+    assert METRICS.bus_dropped._value.get() - before == 3
+    assert caplog.text.count("queue is full") == 1
+
+
+def test_the_bus_going_and_coming_back_is_two_lines(caplog):
+    caplog.set_level(logging.WARNING)
+    sent, down, tried = [], concurrency.Event(), concurrency.Event()
+    down.set()
+
+    def send(message):
+        if down.is_set():
+            tried.set()
+            raise ConnectionError("broker down")
+        sent.append(message.event_type)
+
+    publisher = Publisher(send, concurrency.Clock(), retry=0.01).start()
+    for n in range(3):
+        publisher.publish(_message(n))
+    assert tried.wait(5)
+    down.clear()
+    publisher.stop(timeout=5)
+    assert sent == ["e.0", "e.1", "e.2"]
+    assert caplog.text.count("bus is unavailable") == 1
+    assert caplog.text.count("bus is back") == 1
