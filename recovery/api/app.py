@@ -14,6 +14,7 @@ import webob.dec
 
 from recovery import exception
 from recovery.api import http
+from recovery.api import policy
 from recovery.api import validation
 from recovery.api.catalog import SegmentCatalog
 from recovery.api.notifications import HostCheck
@@ -62,9 +63,10 @@ class API:
     """``/`` (the versions), ``/v1`` and every resource under it."""
 
     def __init__(self, notifications: NotificationAPI,
-                 segments: SegmentAPI):
+                 segments: SegmentAPI, checker: policy.Policy):
         self.notifications = notifications
         self.segments = segments
+        self.checker = checker
 
     @webob.dec.wsgify
     def __call__(self, req: webob.Request) -> webob.Response:
@@ -101,10 +103,27 @@ class API:
             return {"GET": lambda: http.respond(
                 200, {"version": version(req)})}
         if parts[1] == "notifications":
-            return self.notifications.route(req, parts[2:])
-        if parts[1] == "segments":
-            return self.segments.route(req, parts[2:])
-        return None
+            found = self.notifications.route(req, parts[2:])
+        elif parts[1] == "segments":
+            found = self.segments.route(req, parts[2:])
+        else:
+            return None
+        return found and self._authorized(req, parts[1:], found)
+
+    def _authorized(self, req: webob.Request, resource: list[str],
+                    handlers: http.Handlers) -> http.Handlers:
+        """``handlers``, each behind its route's policy rule: checked
+        once the route is known (404 and 405 come first, as in
+        Masakari), before anything is read or stored."""
+        def guarded(method: str, handler: Callable[[], webob.Response]
+                    ) -> Callable[[], webob.Response]:
+            def run() -> webob.Response:
+                self.checker.authorize(
+                    req, policy.route_rule(method, resource))
+                return handler()
+            return run
+        return {method: guarded(method, handler)
+                for method, handler in handlers.items()}
 
     @staticmethod
     def _answer(req: webob.Request,
@@ -153,15 +172,18 @@ def from_conf(conf: Any, store: APIStore, check_host: HostCheck,
                  max_body=conf.api.max_request_body_size,
                  duplicate_window=(
                      conf.api.duplicate_notification_detection_interval),
-                 on_stored=on_stored)
+                 on_stored=on_stored, checker=policy.from_conf(conf))
 
 
 def build(store: APIStore, check_host: HostCheck, clock: Clock, *,
           max_body: int, duplicate_window: float,
-          on_stored: Callable[[], None] = lambda: None) -> API:
+          on_stored: Callable[[], None] = lambda: None,
+          checker: policy.Policy | None = None) -> API:
     """The API over ``store``: ``check_host`` says which compute host a
-    name means, ``on_stored`` is told of each new notification."""
+    name means, ``on_stored`` is told of each new notification,
+    ``checker`` enforces the policy (the rules' defaults if None)."""
     return API(NotificationAPI(store, check_host, clock, max_body=max_body,
                                duplicate_window=duplicate_window,
                                on_stored=on_stored),
-               SegmentAPI(store, check_host, clock, max_body=max_body))
+               SegmentAPI(store, check_host, clock, max_body=max_body),
+               checker or policy.defaults())

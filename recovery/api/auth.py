@@ -1,4 +1,6 @@
-"""Who may call the notification API (``[api] auth_strategy``).
+"""Who may call the notification API (``[api] auth_strategy``); what
+each caller may do is the policy's (recovery.api.policy), checked
+against the credentials put here in the WSGI environ.
 
 The version documents at ``/`` and ``/v1`` are public, as in every
 OpenStack API: clients discover the version before they authenticate.
@@ -17,12 +19,13 @@ import webob.dec
 
 from recovery import exception
 from recovery.api import health
+from recovery.api import policy
 from recovery.api.http import error
+from recovery.policies import metrics
 
 LOG = logging.getLogger(__name__)
 
 PUBLIC_PATHS = frozenset({"", "/", "/v1", "/v1/", health.PATH})
-ADMIN_ROLE = "admin"
 
 
 def _unauthorized(message: str) -> webob.Response:
@@ -59,11 +62,14 @@ class StaticToken:
             LOG.warning("Refused a request with a wrong token from %s",
                         req.remote_addr)
             return _unauthorized("the token is not valid")
+        # The token's holder is the operator: an admin.
+        req.environ[policy.CREDENTIALS] = policy.OPERATOR
         return req.get_response(self.app)
 
 
-class RequireAdmin:
-    """After keystonemiddleware: the caller must hold the admin role."""
+class KeystoneIdentity:
+    """After keystonemiddleware: the caller's credentials, as its
+    headers (which it set, dropping any the caller sent) say."""
 
     def __init__(self, app: Any):
         self.app = app
@@ -72,11 +78,23 @@ class RequireAdmin:
     def __call__(self, req: webob.Request) -> Any:
         if req.headers.get("X-Identity-Status") != "Confirmed":
             return _unauthorized("a valid Keystone token is required")
-        roles = {r.strip().lower()
-                 for r in req.headers.get("X-Roles", "").split(",")}
-        if ADMIN_ROLE not in roles:
-            return error(403, "the admin role is required")
+        req.environ[policy.CREDENTIALS] = policy.keystone_credentials(
+            req.environ)
         return req.get_response(self.app)
+
+
+class MetricsRule:
+    """``/metrics`` served with the API: behind its policy rule."""
+
+    def __init__(self, app: Any, conf: Any):
+        self.app = app
+        self.gate = policy.Gate(app, policy.from_conf(conf),
+                                metrics.METRICS % "index")
+
+    def __call__(self, environ: dict, start_response: Any) -> Any:
+        target = (self.gate if environ.get("PATH_INFO") == metrics.PATH
+                  else self.app)
+        return target(environ, start_response)
 
 
 def is_loopback(host: str) -> bool:
@@ -120,19 +138,22 @@ def protect(app: Any, conf: Any,
                 f"loopback [api] host, not {conf.api.host}: use keystone "
                 f"or token")
         return app
-    return Public(app, _authenticated(app, conf), PUBLIC_PATHS | public)
+    return Public(app, _authenticated(MetricsRule(app, conf), conf),
+                  PUBLIC_PATHS | public)
 
 
 def guard(app: Any, conf: Any, host: str) -> Any:
-    """``app`` served on its own ``host``: open on loopback, otherwise
-    behind the API's auth (refused if the API has none)."""
+    """The metrics ``app`` served on its own ``host``: open on loopback,
+    otherwise behind the API's auth and the metrics rule (refused if the
+    API has no auth)."""
     if is_loopback(host):
         return app
     if conf.api.auth_strategy == "noauth":
         raise exception.ConfigError(
             f"{host} is not a loopback address: it needs the API's auth, "
             f"and [api] auth_strategy is noauth; use keystone or token")
-    return _authenticated(app, conf)
+    return _authenticated(policy.Gate(app, policy.from_conf(conf),
+                                      metrics.METRICS % "index"), conf)
 
 
 def _authenticated(app: Any, conf: Any) -> Any:
@@ -141,5 +162,5 @@ def _authenticated(app: Any, conf: Any) -> Any:
     from keystonemiddleware import auth_token
 
     return auth_token.AuthProtocol(
-        RequireAdmin(app),
+        KeystoneIdentity(app),
         {"oslo_config_config": conf, "delay_auth_decision": False})

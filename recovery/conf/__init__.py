@@ -18,12 +18,13 @@ from recovery.conf import instance_failure
 from recovery.conf import masakari
 from recovery.conf import metrics
 from recovery.conf import nova
+from recovery.conf import policy
 from recovery.conf import process_failure
 from recovery.conf import safety
 
 _MODULES = (default, host_failure, nova, database, api, engine, fencing,
             safety, instance_failure, process_failure, detector, metrics,
-            masakari, capacity)
+            masakari, capacity, policy)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -203,9 +203,6 @@ UNUSED = (
            "[api] auth_strategy decides (keystone by default, as "
            "Masakari's); Masakari's noauth2 has no equivalent",
            logging.WARNING),
-    Unused("oslo_policy", ("*",),
-           "recovery's API has no policy file: it admits the admin role "
-           "only", logging.WARNING),
     Unused("DEFAULT", ("use_ssl",), _TLS, logging.WARNING),
     Unused("ssl", ("*",), _TLS, logging.WARNING),
     Unused("wsgi", ("ssl_*",), _TLS, logging.WARNING),

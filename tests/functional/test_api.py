@@ -1162,7 +1162,8 @@ def test_keystone(keystone_api):
     assert post("forged").status == 401
     member = post("mem")
     assert member.status == 403, member.text
-    assert "admin" in member.json["forbidden"]["message"]
+    assert ("os_masakari_api:notifications:create"
+            in member.json["forbidden"]["message"])
     assert keystone_api.stored() == []
     admin = post("adm")
     assert admin.status == 202, admin.text
