@@ -19,6 +19,8 @@ extensions = [
     "myst_parser",
     "oslo_config.sphinxext",
     "oslo_config.sphinxconfiggen",
+    "oslo_policy.sphinxext",
+    "oslo_policy.sphinxpolicygen",
     "cli",
     "opthelp",
 ]
@@ -39,6 +41,10 @@ html_static_path = []
 # sources.
 config_generator_config_file = "../../etc/oslo-config-generator/recovery.conf"
 sample_config_basename = "../build/recovery"
+# The policy reference and sample, the same way (recovery.policies).
+policy_generator_config_file = (
+    "../../etc/oslo-policy-generator/recovery-policy-generator.conf")
+sample_policy_basename = "../build/recovery"
 nitpicky = True
 man_pages = [
     ("cli/recovery", "recovery",
