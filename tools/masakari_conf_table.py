@@ -18,7 +18,7 @@ from recovery.conf import masakari
 
 # recovery's namespaces (etc/oslo-config-generator/recovery.conf).
 NAMESPACES = ("recovery", "oslo.log", "keystonemiddleware.auth_token",
-              "oslo.middleware.healthcheck", "oslo.policy")
+              "oslo.middleware.healthcheck", "oslo.policy", "recovery.bus")
 
 #: Masakari 22.0.0's options, by group: masakari.conf's modules (its
 #: list_opts, the keystoneauth1 session options masakari/conf/nova.py

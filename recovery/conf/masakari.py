@@ -149,7 +149,8 @@ class Unused:
 
 
 _RPC = ("recovery has no RPC: its API stores each notification and the "
-        "engines claim it from the database")
+        "engines claim it from the database (the message bus carries only "
+        "its notifications: [oslo_messaging_notifications])")
 _TLS = ("recovery's API speaks plain HTTP: terminate TLS in front of it, as "
         "Kolla-Ansible's haproxy does")
 _WSGI = ("recovery's API has no paste pipeline; its server is set in "
@@ -161,10 +162,18 @@ _INTERNAL = "a Masakari process setting; recovery has no equivalent"
 
 #: Every Masakari 22 option recovery does not read (under any name).
 UNUSED = (
-    Unused("DEFAULT", ("transport_url", "control_exchange",
-                       "rpc_response_timeout", "executor_thread_pool_size",
+    Unused("DEFAULT", ("rpc_response_timeout", "executor_thread_pool_size",
                        "rpc_ping_enabled", "masakari_topic"), _RPC),
-    Unused("oslo_messaging_*", ("*",), _RPC),
+    Unused("oslo_messaging_notifications", ("topics",),
+           "recovery publishes Masakari's versioned notifications on "
+           "versioned_notifications, as Masakari does, whatever this says"),
+    Unused("oslo_messaging_kafka", ("*",),
+           "recovery installs oslo.messaging's RabbitMQ driver only: set "
+           "a rabbit:// transport_url", logging.WARNING),
+    Unused("oslo_messaging_notifications", ("retry",),
+           "recovery sends each notification once and retries it from its "
+           "own bounded queue every second while the bus is away "
+           "(doc: Notifications)"),
     Unused("taskflow", ("*",),
            "the taskflow driver's database: recovery journals each step of "
            "a recovery in its own store ([database] connection)"),

@@ -110,15 +110,8 @@ lock_path = /var/lib/masakari/tmp
 
 # What the file sets that recovery does not read: one line each.
 UNUSED = [("DEFAULT", "enabled_apis"), ("DEFAULT", "state_path"),
-          ("DEFAULT", "transport_url"),
           ("coordination", "backend_url"),
           ("oslo_concurrency", "lock_path"),
-          ("oslo_messaging_notifications", "driver"),
-          ("oslo_messaging_notifications", "transport_url"),
-          ("oslo_messaging_rabbit", "heartbeat_in_pthread"),
-          ("oslo_messaging_rabbit", "rabbit_quorum_queue"),
-          ("oslo_messaging_rabbit", "rabbit_transient_quorum_queue"),
-          ("oslo_messaging_rabbit", "use_queue_manager"),
           ("oslo_middleware", "enable_proxy_headers_parsing"),
           ("taskflow", "connection")]
 
