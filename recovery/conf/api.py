@@ -38,10 +38,12 @@ OPTS = [
         default="keystone",
         choices=[
             ("keystone", "Keystone tokens, validated by keystonemiddleware "
-                         "(configured in [keystone_authtoken]); the "
-                         "caller needs the admin role."),
+                         "(configured in [keystone_authtoken]); what the "
+                         "caller may do is the policy's ([oslo_policy]: "
+                         "admins only by default)."),
             ("token", "One static token, read from token_file, sent as "
-                      "X-Auth-Token."),
+                      "X-Auth-Token; its holder is an admin to the "
+                      "policy."),
             ("noauth", "No authentication. Refused unless host is a "
                        "loopback address."),
         ],
