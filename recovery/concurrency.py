@@ -364,6 +364,27 @@ def native(module: str) -> types.ModuleType:
     return _eventlet().patcher.original(module)
 
 
+def import_library(name: str) -> types.ModuleType:
+    """``name``, a library that takes eventlet whenever it is installed,
+    imported for this process's backend. On threads (oslo.messaging, which
+    loads oslo.service's backend and futurist), oslo.service's default
+    backend is its threading one, and eventlet cannot be imported while
+    ``name`` loads: futurist then does without it."""
+    if name in sys.modules or is_green():
+        return importlib.import_module(name)
+    backend = importlib.import_module("oslo_service.backend")
+    backend.register_backend_default_hook(
+        lambda: backend.BackendType.THREADING)
+    blocked = "eventlet" not in sys.modules
+    if blocked:
+        sys.modules["eventlet"] = None  # type: ignore[assignment]
+    try:
+        return importlib.import_module(name)
+    finally:
+        if blocked:
+            del sys.modules["eventlet"]
+
+
 def offload(fn: Callable[..., Any], *args: Any) -> Any:
     """``fn(*args)`` on a native thread, and its result (or exception).
     In a patched process the other green threads run meanwhile

@@ -1,13 +1,26 @@
-"""The machine's RabbitMQ (127.0.0.1:5672, guest/guest, as on CI), for
-the message-bus tests: a test publishes on an exchange of its own, so
-tests never see each other's messages. Missing: skipped, or failed
-under ``CI=true``."""
+"""RabbitMQ for the message-bus tests, and a real oslo.messaging
+notification listener on it.
 
+``require_rabbit``: the machine's RabbitMQ (127.0.0.1:5672, guest/guest,
+as on CI); a test publishes on an exchange of its own (``exchange``) and
+listens on a queue of the same name (a listener's pool), so tests never
+see each other's messages; both are deleted when the test ends. (The
+Notifier also declares the ``versioned_notifications.*`` queues, as for
+Masakari: those are left alone.) Missing: skipped, or failed under
+``CI=true``."""
+
+import contextlib
 import os
+import queue
 import socket
 import uuid
 
+import kombu
 import pytest
+from oslo_config import cfg
+
+from recovery.bus import messaging
+from recovery.bus import wire
 
 URL = os.environ.get("RECOVERY_TEST_RABBIT",
                      "rabbit://guest:guest@127.0.0.1:5672/")
@@ -26,3 +39,70 @@ def require_rabbit() -> str:
 
 def exchange() -> str:
     return f"recovery-test-{uuid.uuid4().hex[:8]}"
+
+
+def bus_conf(url: str, exchange: str) -> cfg.ConfigOpts:
+    """A config that publishes with messagingv2 on ``exchange``."""
+    conf = cfg.ConfigOpts()
+    conf([], project="recovery")
+    messaging.load().get_notification_transport(conf)
+    conf.set_override("transport_url", url)
+    conf.set_override("control_exchange", exchange)
+    conf.set_override("driver", ["messagingv2"],
+                      group="oslo_messaging_notifications")
+    return conf
+
+
+def engine_config(url: str, exchange: str) -> str:
+    """The lines that make a recovery-engine publish on ``exchange``."""
+    return (f"\n[DEFAULT]\ntransport_url = {url}\n"
+            f"control_exchange = {exchange}\n\n"
+            f"[oslo_messaging_notifications]\ndriver = messagingv2\n")
+
+
+class Endpoint:
+    """What the listener receives: (priority, publisher_id, event_type,
+    payload, context) in order."""
+
+    def __init__(self):
+        self.got = queue.Queue()
+
+    def info(self, ctxt, publisher_id, event_type, payload, metadata):
+        self.got.put(("info", publisher_id, event_type, payload, ctxt))
+
+    def error(self, ctxt, publisher_id, event_type, payload, metadata):
+        self.got.put(("error", publisher_id, event_type, payload, ctxt))
+
+    def until(self, done, timeout: float = 30.0) -> list[tuple]:
+        """Every message received until ``done(received)`` is true."""
+        received = []
+        while not done(received):
+            received.append(self.got.get(timeout=timeout))
+        return received
+
+
+@contextlib.contextmanager
+def listening(conf: cfg.ConfigOpts):
+    """A notification listener on ``versioned_notifications`` of
+    ``conf``'s exchange, for the ``with`` block."""
+    om = messaging.load()
+    endpoint = Endpoint()
+    listener = om.get_notification_listener(
+        om.get_notification_transport(conf), [om.Target(topic=wire.TOPIC)],
+        [endpoint], executor="threading", pool=conf.control_exchange)
+    listener.start()
+    try:
+        yield endpoint
+    finally:
+        listener.stop()
+        listener.wait()
+        _delete(conf.transport_url, conf.control_exchange)
+
+
+def _delete(url: str, exchange: str) -> None:
+    """The test's queue and exchange, off the shared broker."""
+    with kombu.Connection(url.replace("rabbit://", "amqp://"),
+                          connect_timeout=5) as connection:
+        channel = connection.channel()
+        channel.queue_delete(exchange)
+        channel.exchange_delete(exchange)

@@ -2,9 +2,8 @@
 
 On the threading backend eventlet is never imported: oslo.messaging
 reaches oslo.service, whose default backend is eventlet's, and futurist,
-which imports eventlet whenever it is installed. So oslo.service is set
-to its threading backend first, and eventlet is unimportable while
-oslo.messaging loads (futurist then does without it).
+which imports eventlet whenever it is installed; ``concurrency`` imports
+it so that both do without.
 
 Its options are oslo.messaging's own, registered by
 ``get_notification_transport``: ``[DEFAULT] transport_url`` and
@@ -13,8 +12,6 @@ Its options are oslo.messaging's own, registered by
 The default driver is oslo.messaging's: none, so nothing is sent.
 """
 
-import importlib
-import sys
 import types
 
 from oslo_config import cfg
@@ -26,21 +23,7 @@ from recovery.bus.wire import Message
 
 def load() -> types.ModuleType:
     """``oslo_messaging``, imported for this process's backend."""
-    if "oslo_messaging" in sys.modules:
-        return sys.modules["oslo_messaging"]
-    if concurrency.backend() == "eventlet":
-        return importlib.import_module("oslo_messaging")
-    backend = importlib.import_module("oslo_service.backend")
-    if backend._cached_backend_type is None:
-        backend.init_backend(backend.BackendType.THREADING)
-    blocked = "eventlet" not in sys.modules
-    if blocked:
-        sys.modules["eventlet"] = None  # type: ignore[assignment]
-    try:
-        return importlib.import_module("oslo_messaging")
-    finally:
-        if blocked:
-            del sys.modules["eventlet"]
+    return concurrency.import_library("oslo_messaging")
 
 
 class BusSender:
@@ -62,4 +45,13 @@ class BusSender:
     def __call__(self, message: Message) -> None:
         notifier = self._notifier.prepare(publisher_id=message.publisher_id)
         getattr(notifier, message.priority)(
-            message.context, message.event_type, message.payload)
+            _Context(message.context), message.event_type, message.payload)
+
+
+class _Context(dict):
+    """A message's context as oslo.messaging sends it: it drops a plain
+    dict, and sends what a request context's ``redacted_copy`` gives.
+    Recovery's hold no secret: sent as they are."""
+
+    def redacted_copy(self) -> "_Context":
+        return self

@@ -2,12 +2,10 @@
 notification listener from a real RabbitMQ."""
 
 import datetime
-import queue
 
 from oslo_config import cfg
 
 from recovery import bus
-from recovery.bus import messaging
 from recovery.bus import wire
 from recovery.concurrency import Clock
 from recovery.db.segments import Host
@@ -52,54 +50,17 @@ def _messages():
     yield wire.owner_event(VM, ITEM, NOW)
 
 
-class Endpoint:
-    def __init__(self):
-        self.got = queue.Queue()
-
-    def info(self, ctxt, publisher_id, event_type, payload, metadata):
-        self.got.put(("info", publisher_id, event_type, payload, ctxt))
-
-    def error(self, ctxt, publisher_id, event_type, payload, metadata):
-        self.got.put(("error", publisher_id, event_type, payload, ctxt))
-
-
-def _conf(url, exchange):
-    conf = cfg.ConfigOpts()
-    conf([], project="recovery")
-    om = messaging.load()
-    om.get_notification_transport(conf)
-    conf.set_override("transport_url", url)
-    conf.set_override("control_exchange", exchange)
-    conf.set_override("driver", ["messagingv2"],
-                      group="oslo_messaging_notifications")
-    return conf, om
-
-
 def test_a_listener_receives_every_event_type_as_masakari_sends_it():
-    url = rabbit.require_rabbit()
-    conf, om = _conf(url, rabbit.exchange())
-    endpoint = Endpoint()
-    transport = om.get_notification_transport(conf)
-    listener = om.get_notification_listener(
-        transport, [om.Target(topic=wire.TOPIC)], [endpoint],
-        executor="threading")
-    listener.start()
-    try:
+    conf = rabbit.bus_conf(rabbit.require_rabbit(), rabbit.exchange())
+    sent = list(_messages())
+    with rabbit.listening(conf) as endpoint:
         assert bus.start(conf, Clock())
-        sent = list(_messages())
-        for message in sent:
-            bus.publish(message)
-        # The queue is shared by topic: leave others' messages.
-        ours = {m.publisher_id for m in sent}
-        got = []
-        while len(got) < len(sent):
-            item = endpoint.got.get(timeout=10)
-            if item[1] in ours:
-                got.append(item)
-    finally:
-        bus.stop()
-        listener.stop()
-        listener.wait()
+        try:
+            for message in sent:
+                bus.publish(message)
+            got = endpoint.until(lambda got: len(got) == len(sent))
+        finally:
+            bus.stop()
     for message, (priority, publisher, event_type, payload, ctxt) in zip(
             sent, got):
         assert (priority, publisher, event_type, payload) == (
