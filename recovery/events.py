@@ -43,6 +43,7 @@ class EventKind(str, enum.Enum):
     CLEARED = "cleared"             # the detector: heartbeats again
     DISARMED = "disarmed"
     ARMED = "armed"
+    BUS_DROPPED = "bus-dropped"     # notifications for the bus dropped
 
 
 @dataclasses.dataclass(frozen=True)

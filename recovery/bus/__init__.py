@@ -13,6 +13,7 @@ from oslo_config import cfg
 
 from recovery import concurrency
 from recovery.bus.messaging import BusSender
+from recovery.bus.publisher import Dropped
 from recovery.bus.publisher import Publisher
 from recovery.bus.wire import Message
 
@@ -21,14 +22,15 @@ LOG = logging.getLogger(__name__)
 _PUBLISHER: Publisher | None = None
 
 
-def start(conf: cfg.ConfigOpts, clock: concurrency.Clock) -> bool:
+def start(conf: cfg.ConfigOpts, clock: concurrency.Clock,
+          on_dropped: Dropped | None = None) -> bool:
     """Start this process's publisher if a driver is configured; True if
-    it publishes."""
+    it publishes. ``on_dropped``: told of the messages dropped."""
     global _PUBLISHER
     sender = BusSender(conf)
     if not sender.enabled:
         return False
-    _PUBLISHER = Publisher(sender, clock).start()
+    _PUBLISHER = Publisher(sender, clock, on_dropped=on_dropped).start()
     LOG.info("Publishing notifications on the message bus (%s)",
              ", ".join(conf.oslo_messaging_notifications.driver))
     return True

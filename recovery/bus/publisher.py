@@ -6,8 +6,10 @@ slow), drops the message and counts it (``recovery_bus_dropped_total``,
 and one log line per run of drops). The task sends the queue's head
 through oslo.messaging's Notifier, retrying it every ``RETRY`` seconds
 while the bus is away: one log line when the bus goes, one when it is
-back. What is queued when the process stops is sent for up to
-``DRAIN`` seconds, then lost.
+back. The drops are also told to ``on_dropped`` (the engine records an
+event) from the task, once the bus takes messages again, and at the
+stop. What is queued when the process stops is sent for up to ``DRAIN``
+seconds, then lost.
 """
 
 import collections
@@ -27,12 +29,17 @@ RETRY = 1.0
 DRAIN = 5.0
 
 Send = Callable[[Message], None]
+# Told how many messages were dropped since it was last told.
+Dropped = Callable[[int], None]
 
 
 class Publisher:
     def __init__(self, send: Send, clock: concurrency.Clock, *,
-                 size: int = QUEUE_SIZE, retry: float = RETRY):
+                 size: int = QUEUE_SIZE, retry: float = RETRY,
+                 on_dropped: Dropped | None = None):
         self._send = send
+        self._on_dropped = on_dropped
+        self._told = 0
         self._clock = clock
         self._size = size
         self._retry = retry
@@ -78,6 +85,7 @@ class Publisher:
         self._ready.set()
         if self._task is not None:
             self._task.wait(timeout)
+        self._tell_dropped()
         if self.pending():
             LOG.warning("%d notification(s) not sent to the bus at stop",
                         self.pending())
@@ -99,6 +107,17 @@ class Publisher:
                     break
                 with self._lock:
                     self._queue.popleft()
+                self._tell_dropped()
+
+    def _tell_dropped(self) -> None:
+        with self._lock:
+            count, self._told = self.dropped - self._told, self.dropped
+        if count and self._on_dropped is not None:
+            try:
+                self._on_dropped(count)
+            except Exception as exc:
+                LOG.warning("Could not record %d dropped notification(s): "
+                            "%s", count, exc)
 
     def _sent(self, message: Message) -> bool:
         try:

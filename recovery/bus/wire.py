@@ -23,6 +23,7 @@ from typing import Any
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
 from recovery.notification import Notification
+from recovery.notification import Status
 from recovery.results import InstanceResult
 from recovery.results import Outcome
 
@@ -145,6 +146,17 @@ def notification_event(item: Notification, action: str, phase: str, *,
     _created(data, action, "notification_uuid")
     return _message("NotificationApiPayload", "1.0", action, phase, data,
                     exc, binary, context or {})
+
+
+def process_ended(item: Notification, status: Status,
+                  error: BaseException) -> Message:
+    """Masakari's end of a process: ``end``, or ``error`` with its fault
+    (``error``), with the status the run ended with."""
+    ended = dataclasses.replace(item, status=status)
+    failed = status in (Status.ERROR, Status.FAILED)
+    return notification_event(
+        ended, "notification.process", "error" if failed else "end",
+        exc=error if failed else None, binary=ENGINE_BINARY)
 
 
 # The owner's event of each outcome.

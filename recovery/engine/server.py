@@ -250,6 +250,7 @@ def build(conf: cfg.ConfigOpts, notifier: Notifier) -> Server:
     if conf.metrics.enabled:
         METRICS.watch_store(store)
         METRICS.in_flight.set_function(engine.in_flight)
+    engine.open_bus()
     if served is not None:
         checker = load_nova(conf, clock, timeout=conf.api.nova_check_timeout,
                             retries=0, rate=0)

@@ -30,7 +30,6 @@ keeper, and how a claimed notification is run (``attempt``, given the
 ``runner.Run`` of the claim).
 """
 
-import dataclasses
 import logging
 from collections.abc import Callable
 from collections.abc import Collection
@@ -43,6 +42,7 @@ from recovery import concurrency
 from recovery import exception
 from recovery.bus.wire import ENGINE_BINARY
 from recovery.bus.wire import notification_event
+from recovery.bus.wire import process_ended
 from recovery.db.claims import Window
 from recovery.db.control import Arming
 from recovery.db.control import HostLoad
@@ -124,7 +124,6 @@ class Engine:
         SchemaMismatch, once drained, when a newer release contracted the
         schema under this engine."""
         self._keeper.start()
-        self._start_bus()
         # The detector's probes, on their own cadence: idle unless the
         # detector gives them hosts.
         prober = concurrency.spawn(self.detector.prober.run, self._stopping)
@@ -168,14 +167,22 @@ class Engine:
             self._keeper.close()
             bus.stop()
 
-    def _start_bus(self) -> None:
-        """Publish on the message bus if a driver is set; a bus that
-        cannot be loaded (a bad ``transport_url``) stops no recovery."""
+    def open_bus(self) -> None:
+        """Publish on the message bus if a driver is set, until ``serve``
+        returns: before the API stores anything, whose events would be
+        lost. A bus that cannot be loaded (a bad ``transport_url``)
+        stops no recovery."""
         try:
-            bus.start(self.conf, self.clock)
+            bus.start(self.conf, self.clock, on_dropped=self._bus_dropped)
         except Exception as exc:
             LOG.error("Notifications will not be published on the message "
                       "bus: %s", exc)
+
+    def _bus_dropped(self, count: int) -> None:
+        self.store.add_event(Decision(
+            self.owner, "message bus", EventKind.BUS_DROPPED,
+            f"{count} notification(s) dropped: the queue for the bus was "
+            f"full (the bus down or slow)"), self.clock.now())
 
     def _idle(self) -> float:
         """How long the loop may wait for a wake-up: until the
@@ -410,16 +417,5 @@ class Engine:
         log("Notification %s %s: %s", notification.uuid, status.value,
             message)
         run.finish(status, message, retry_in=retry)
-        _tell_bus(notification, status, result.error
-                  or exception.RecoveryError(message))
-
-
-def _tell_bus(notification: Notification, status: Status,
-              error: exception.RecoveryError) -> None:
-    """Masakari's end of a process: ``end``, or ``error`` with its
-    fault, with the status the run ended with."""
-    ended = dataclasses.replace(notification, status=status)
-    failed = status in (Status.ERROR, Status.FAILED)
-    bus.publish(notification_event(
-        ended, "notification.process", "error" if failed else "end",
-        exc=error if failed else None, binary=ENGINE_BINARY))
+        bus.publish(process_ended(notification, status, result.error
+                                  or exception.RecoveryError(message)))

@@ -43,3 +43,23 @@ def test_the_bus_going_and_coming_back_is_two_lines(caplog):
     assert sent == ["e.0", "e.1", "e.2"]
     assert caplog.text.count("bus is unavailable") == 1
     assert caplog.text.count("bus is back") == 1
+
+
+def test_the_drops_are_told_once_the_bus_takes_messages_again():
+    told, down, tried = [], concurrency.Event(), concurrency.Event()
+    down.set()
+
+    def send(message):
+        if down.is_set():
+            tried.set()
+            raise ConnectionError("broker down")
+
+    publisher = Publisher(send, concurrency.Clock(), size=2, retry=0.01,
+                          on_dropped=told.append).start()
+    for n in range(6):
+        publisher.publish(_message(n))
+    assert tried.wait(5)
+    assert told == []           # not while the bus is away
+    down.clear()
+    publisher.stop(timeout=5)
+    assert told == [4]
