@@ -37,12 +37,6 @@ def priority_of(server: Server,
             f"default_priority)")
 
 
-def phase_numbers(priorities: Sequence[int]) -> dict[int, int]:
-    """The 1-based phase of each priority: the highest is phase 1."""
-    return {priority: number for number, priority in
-            enumerate(sorted(set(priorities), reverse=True), start=1)}
-
-
 class Phases:
     """The gates between the phases of one pool of instance tasks.
 

@@ -16,7 +16,6 @@ from recovery.events import News
 from recovery.flows import host_failure as hf
 from recovery.flows import watcher
 from recovery.flows.priority import Phases
-from recovery.flows.priority import phase_numbers
 from recovery.flows.priority import priority_of
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -80,10 +79,6 @@ def test_a_priority_that_is_not_an_integer_is_the_default(value):
                                  settings(default_priority=2))
     assert priority == 2
     assert f"{KEY}={value!r} is not an integer" in note
-
-
-def test_phase_numbers_highest_first():
-    assert phase_numbers([0, 10, 5, 10]) == {10: 1, 5: 2, 0: 3}
 
 
 # -- Phases, without threads -------------------------------------------------
