@@ -30,7 +30,8 @@ def start(conf: cfg.ConfigOpts, clock: concurrency.Clock,
     sender = BusSender(conf)
     if not sender.enabled:
         return False
-    _PUBLISHER = Publisher(sender, clock, on_dropped=on_dropped).start()
+    _PUBLISHER = Publisher(sender, clock, on_dropped=on_dropped,
+                           size=conf.notifications.queue_size).start()
     LOG.info("Publishing notifications on the message bus (%s)",
              ", ".join(conf.oslo_messaging_notifications.driver))
     return True

@@ -22,7 +22,6 @@ from recovery.metrics import METRICS
 
 LOG = logging.getLogger(__name__)
 
-QUEUE_SIZE = 10000
 # Seconds between two tries of a message while the bus is away.
 RETRY = 1.0
 # Seconds the process's stop waits for the queue to empty.
@@ -35,7 +34,7 @@ Dropped = Callable[[int], None]
 
 class Publisher:
     def __init__(self, send: Send, clock: concurrency.Clock, *,
-                 size: int = QUEUE_SIZE, retry: float = RETRY,
+                 size: int, retry: float = RETRY,
                  on_dropped: Dropped | None = None):
         self._send = send
         self._on_dropped = on_dropped

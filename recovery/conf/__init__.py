@@ -7,6 +7,7 @@ builds and passes down; nothing reads a global at import time.
 from oslo_config import cfg
 
 from recovery.conf import api
+from recovery.conf import bus
 from recovery.conf import capacity
 from recovery.conf import database
 from recovery.conf import default
@@ -24,7 +25,7 @@ from recovery.conf import safety
 
 _MODULES = (default, host_failure, nova, database, api, engine, fencing,
             safety, instance_failure, process_failure, detector, metrics,
-            masakari, capacity, policy)
+            masakari, capacity, policy, bus)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -34,7 +34,8 @@ def test_the_bus_going_and_coming_back_is_two_lines(caplog):
             raise ConnectionError("broker down")
         sent.append(message.event_type)
 
-    publisher = Publisher(send, concurrency.Clock(), retry=0.01).start()
+    publisher = Publisher(send, concurrency.Clock(), size=10,
+                          retry=0.01).start()
     for n in range(3):
         publisher.publish(_message(n))
     assert tried.wait(5)
