@@ -26,8 +26,7 @@ from recovery import conf as recovery_conf
 from recovery.bus import messaging
 from recovery.bus import wire
 
-URL = os.environ.get("RECOVERY_TEST_RABBIT",
-                     "rabbit://guest:guest@127.0.0.1:5672/")
+URL = "rabbit://guest:guest@127.0.0.1:5672/"
 
 
 def require_rabbit() -> str:
