@@ -62,15 +62,16 @@ def primitive(name: str, version: str, data: dict[str, Any],
 
 
 def fault(exc: BaseException) -> dict[str, Any]:
-    """Masakari's ExceptionPayload of ``exc``, raised where it was."""
-    frames = traceback.extract_tb(exc.__traceback__)
-    last = frames[-1] if frames else None
-    module = "unknown"
-    if last is not None:
-        module = last.filename.rsplit("/", 1)[-1].removesuffix(".py")
+    """Masakari's ExceptionPayload of ``exc``: the module (its
+    ``__name__``) and function where it was raised."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    frame = tb.tb_frame if tb is not None else None
     return primitive("ExceptionPayload", "1.0", {
-        "module_name": module,
-        "function_name": last.name if last else "unknown",
+        "module_name": (frame.f_globals.get("__name__", "unknown")
+                        if frame else "unknown"),
+        "function_name": frame.f_code.co_name if frame else "unknown",
         "exception": type(exc).__name__,
         "exception_message": str(exc),
         "traceback": "".join(traceback.format_exception(exc))})
