@@ -111,11 +111,14 @@ def from_conf(conf: cfg.ConfigOpts) -> Policy:
 
 
 def defaults() -> Policy:
-    """The rules' defaults alone, no policy file read (an API built
-    without a config)."""
-    conf = cfg.ConfigOpts()
-    conf([], default_config_files=[], default_config_dirs=[])
-    return from_conf(conf)
+    """The rules' defaults alone, no policy file looked for (an API
+    built without a config)."""
+    rules = list(policies.list_rules())
+    found = policy.Enforcer(cfg.ConfigOpts(), use_conf=False,
+                            rules=policy.Rules.from_dict(
+                                {r.name: r.check_str for r in rules}))
+    found.register_defaults(rules)
+    return Policy(found)
 
 
 class Gate:
