@@ -7,12 +7,13 @@ for the network namespaces of the fast path's (benchmarks/fastpath.py,
 about 20 minutes). The soak (benchmarks/soak.py) alone takes about 22
 minutes; the backends side by side (benchmarks/backends.py) about 9;
 fencing per device kind (benchmarks/fencing.py, Debian's fence-agents)
-about 3.
+about 3; the message bus (benchmarks/bus.py, RabbitMQ) about 3.
 Each benchmark also prints its own table and writes
 benchmarks/results/*.json.
 """
 
 from benchmarks import backends
+from benchmarks import bus
 from benchmarks import detector
 from benchmarks import fastpath
 from benchmarks import fencing
@@ -41,6 +42,7 @@ def main() -> None:
     backends_data = backends.main()
     soak_data = soak.main()
     tolerance_data = tolerance.main()
+    bus_data = bus.main()
     rows = []
     for run in ttr_data.values():
         label = f"real Nova, {run['instances']} instances, T={run['threads']}"
@@ -128,6 +130,14 @@ def main() -> None:
              f"<= {tolerance.TARGET_REQUESTS}"),
             ("  its CPU (s)", cloud["cpu_s"], "report"),
         ]
+    rows += [
+        ("bus on vs no bus, 100 instances (relative)",
+         bus_data["bus_vs_noop"], "<= +0.02"),
+        ("broker stopped mid-run vs no bus (relative)",
+         bus_data["stopped_vs_noop"], "<= +0.05"),
+        ("evacuated -> owner's event at the listener, p95 (s)",
+         bus_data["owner_delay_p95"], "<= 1"),
+    ]
     print("\n== Summary")
     for metric, value, target in rows:
         print(f"  {metric:<56} {value:>8.3g}   target {target}")

@@ -86,11 +86,12 @@ class Endpoint:
 
 
 @contextlib.contextmanager
-def listening(conf: cfg.ConfigOpts):
+def listening(conf: cfg.ConfigOpts, endpoint=None):
     """A notification listener on ``versioned_notifications`` of
-    ``conf``'s exchange, for the ``with`` block."""
+    ``conf``'s exchange, for the ``with`` block, delivering to
+    ``endpoint`` (default: a new ``Endpoint``)."""
     om = messaging.load()
-    endpoint = Endpoint()
+    endpoint = endpoint or Endpoint()
     listener = om.get_notification_listener(
         om.get_notification_transport(conf), [om.Target(topic=wire.TOPIC)],
         [endpoint], executor="threading", pool=conf.control_exchange)
