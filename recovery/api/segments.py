@@ -24,13 +24,13 @@ from recovery.api import validation
 from recovery.api import views
 from recovery.api.catalog import SegmentCatalog
 from recovery.api.notifications import HostCheck
-from recovery.concurrency import Clock
 from recovery.bus import wire
+from recovery.concurrency import Clock
 from recovery.db.segments import HOST_SORT_KEYS
-from recovery.db.segments import Host
-from recovery.db.segments import Segment
 from recovery.db.segments import RECOVERY_METHODS
 from recovery.db.segments import SEGMENT_SORT_KEYS
+from recovery.db.segments import Host
+from recovery.db.segments import Segment
 
 LOG = logging.getLogger(__name__)
 

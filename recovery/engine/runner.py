@@ -30,8 +30,8 @@ from recovery import bus
 from recovery import concurrency
 from recovery import exception
 from recovery import intake
-from recovery.db.claims import Holder
 from recovery.bus.wire import owner_event
+from recovery.db.claims import Holder
 from recovery.engine.lease import Lease
 from recovery.engine.lease import LeaseKeeper
 from recovery.engine.lease import Renewals

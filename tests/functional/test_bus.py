@@ -61,8 +61,8 @@ def test_a_listener_receives_every_event_type_as_masakari_sends_it():
             got = endpoint.until(lambda got: len(got) == len(sent))
         finally:
             bus.stop()
-    for message, (priority, publisher, event_type, payload, ctxt) in zip(
-            sent, got):
+    for message, (priority, publisher, event_type, payload, _) in zip(
+            sent, got, strict=True):
         assert (priority, publisher, event_type, payload) == (
             message.priority, message.publisher_id, message.event_type,
             message.payload)

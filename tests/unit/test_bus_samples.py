@@ -75,7 +75,8 @@ def test_the_docs_samples_are_what_recovery_sends():
     if os.environ.get("RECOVERY_WRITE_SAMPLES"):
         SAMPLES.write_text(samples())
     assert SAMPLES.read_text() == samples(), (
-        "stale: RECOVERY_WRITE_SAMPLES=1 pytest tests/unit/test_bus_samples.py")
+        "stale: RECOVERY_WRITE_SAMPLES=1 pytest "
+        "tests/unit/test_bus_samples.py")
 
 
 def test_every_event_type_has_a_sample_and_a_row():
