@@ -21,6 +21,7 @@ from recovery import policies
 from recovery.api import app
 from recovery.api import auth
 from recovery.api import policy
+from recovery.conf import masakari
 from recovery.db.store import Store
 from recovery.db.store import open_store
 from tests.fakekeystone import FakeKeystone
@@ -264,3 +265,14 @@ def test_metrics_behind_auth_have_their_rule(tmp_path, keystone, where):
         assert denied.status == 403, denied.text
         assert "recovery_api:metrics:index" in denied.text
         assert call(port, "GET", "/metrics", None, None).status == 401
+
+
+def test_masakari_conf_s_oslo_policy_is_read_not_reported(tmp_path,
+                                                          keystone, caplog):
+    caplog.set_level(logging.INFO)
+    conf = keystone_conf(tmp_path, keystone, extra=(
+        "\n[oslo_policy]\npolicy_file = /etc/masakari/policy.yaml\n"
+        "enforce_scope = true\n"))
+    masakari.adopt(conf)
+    assert conf.oslo_policy.policy_file == "/etc/masakari/policy.yaml"
+    assert "oslo_policy" not in caplog.text
