@@ -95,7 +95,7 @@ class Publisher:
 
     def _run(self) -> None:
         while not self._stopping.is_set():
-            self._ready.wait(self._retry)
+            self._clock.wait(self._ready, self._retry)
             while not self._stopping.is_set():
                 with self._lock:
                     head = self._queue[0] if self._queue else None
@@ -128,7 +128,7 @@ class Publisher:
                             "notifications wait in the queue (up to %d) "
                             "and are retried every %g s", exc, self._size,
                             self._retry)
-            self._stopping.wait(self._retry)
+            self._clock.wait(self._stopping, self._retry)
             return False
         if self._down:
             self._down = False

@@ -5,8 +5,10 @@ import logging
 
 from recovery import concurrency
 from recovery.bus import wire
+from recovery.bus.publisher import RETRY
 from recovery.bus.publisher import Publisher
 from recovery.metrics import METRICS
+from tests.unit.fakes import FakeClock
 
 
 def _message(n):
@@ -24,8 +26,10 @@ def test_a_full_queue_drops_and_counts_without_waiting(caplog):
 
 
 def test_the_bus_going_and_coming_back_is_two_lines(caplog):
+    """The retries wait on the injected clock: no real time passes."""
     caplog.set_level(logging.WARNING)
     sent, down, tried = [], concurrency.Event(), concurrency.Event()
+    delivered = concurrency.Event()
     down.set()
 
     def send(message):
@@ -33,34 +37,42 @@ def test_the_bus_going_and_coming_back_is_two_lines(caplog):
             tried.set()
             raise ConnectionError("broker down")
         sent.append(message.event_type)
+        if len(sent) == 3:
+            delivered.set()
 
-    publisher = Publisher(send, concurrency.Clock(), size=10,
-                          retry=0.01).start()
+    clock = FakeClock()
+    publisher = Publisher(send, clock, size=10).start()
     for n in range(3):
         publisher.publish(_message(n))
     assert tried.wait(5)
     down.clear()
+    assert delivered.wait(5)
     publisher.stop(timeout=5)
     assert sent == ["e.0", "e.1", "e.2"]
     assert caplog.text.count("bus is unavailable") == 1
     assert caplog.text.count("bus is back") == 1
+    # Every wait between tries was the retry interval, on the clock.
+    assert clock.sleeps and set(clock.sleeps) == {RETRY}
 
 
 def test_the_drops_are_told_once_the_bus_takes_messages_again():
     told, down, tried = [], concurrency.Event(), concurrency.Event()
+    delivered = concurrency.Event()
     down.set()
 
     def send(message):
         if down.is_set():
             tried.set()
             raise ConnectionError("broker down")
+        delivered.set()
 
-    publisher = Publisher(send, concurrency.Clock(), size=2, retry=0.01,
+    publisher = Publisher(send, FakeClock(), size=2,
                           on_dropped=told.append).start()
     for n in range(6):
         publisher.publish(_message(n))
     assert tried.wait(5)
     assert told == []           # not while the bus is away
     down.clear()
+    assert delivered.wait(5)
     publisher.stop(timeout=5)
     assert told == [4]
