@@ -106,8 +106,9 @@ class InstanceResult:
     # Why the destination may lack capacity for it (a warning, not a
     # failure).
     capacity_warning: str | None = None
-    # Its owner, as Nova named it (not journaled: a resumed run's results
-    # read from the journal have none until Nova is asked again).
+    # Its owner, as Nova named it. The project is journaled (the API
+    # shows an owner its vmoves); the user is not: a resumed run's
+    # results read from the journal have none until Nova is asked again.
     project_id: str | None = None
     user_id: str | None = None
 

@@ -141,7 +141,7 @@ class JournalStore(Transactional):
             evacuate_sent_at=result.evacuate_sent_at,
             lock_uncertain_at=result.lock_uncertain_at,
             started_at=result.started_at, finished_at=result.finished_at,
-            updated_at=now)
+            project_id=result.project_id, updated_at=now)
         mine = _Pending(uuid, result.uuid, values, now, holder, event)
         group = self._group
         with group.pending_lock:
@@ -233,4 +233,5 @@ class JournalStore(Transactional):
                 priority_phase=r.priority_phase,
                 capacity_warning=r.capacity_warning,
                 evacuate_sent_at=r.evacuate_sent_at,
-                lock_uncertain_at=r.lock_uncertain_at)) for r in rows]
+                lock_uncertain_at=r.lock_uncertain_at,
+                project_id=r.project_id)) for r in rows]

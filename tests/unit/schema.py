@@ -27,6 +27,8 @@ ADDED = {
     "0015": ("ALTER TABLE engines DROP COLUMN schema_revision",
              "DROP TABLE schema_floor"),
     "0016": ("ALTER TABLE step_events DROP COLUMN instances",),
+    "0017": ("DROP INDEX ix_instance_journal_project_id",
+             "ALTER TABLE instance_journal DROP COLUMN project_id"),
 }
 
 

@@ -216,6 +216,33 @@ def test_0010_adds_priority_and_capacity_to_a_journal_in_use(tmp_path):
         store.close()
 
 
+def test_0017_journals_each_instance_s_project(tmp_path):
+    """An entry written before 0017 has no project (no owner sees it);
+    one written after keeps its instance's project."""
+    url = f"sqlite:///{tmp_path}/s.sqlite"
+    store = open_store(url)
+    run = store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                    hostname="compute-1", generated_time=NOW,
+                    payload={"event": "STOPPED"}, origin="api",
+                    status=Status.RUNNING, now=NOW)
+    store.save_instance(run.uuid, InstanceResult(
+        uuid="i-1", name="vm-1", source_host="compute-1",
+        original_state="active", project_id="p-1"), NOW)
+    store.close()
+    back_to(url, "0016")
+    store = open_store(url)
+    try:
+        [old] = store.journal(run.uuid)
+        assert old.project_id is None
+        store.save_instance(run.uuid, InstanceResult(
+            uuid="i-2", name="vm-2", source_host="compute-1",
+            original_state="active", project_id="p-2"), NOW)
+        assert [(r.uuid, r.project_id) for r in store.journal(run.uuid)] \
+            == [("i-1", None), ("i-2", "p-2")]
+    finally:
+        store.close()
+
+
 def test_head_revision_is_the_migrations_head():
     """A store at HEAD_REVISION is opened without alembic: were it not
     the real head of migrations/versions, a new migration would never
