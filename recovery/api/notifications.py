@@ -17,6 +17,7 @@ import webob
 from recovery import exception
 from recovery import intake
 from recovery.api import http
+from recovery.api import policy
 from recovery.api import validation
 from recovery.api import views
 from recovery.concurrency import Clock
@@ -48,6 +49,9 @@ SORT_NAMES = {**{key: key for key in SORT_KEYS},
 VMOVE_SORT_KEYS = frozenset({"id", "uuid", "instance_uuid", "instance_name",
                              "source_host", "type", "status", "created_at",
                              "updated_at"})
+# What an owner's read may not filter or sort by: it would tell the host
+# its answers withhold.
+OWNER_UNSORTED = frozenset({"hostname", "source_host_uuid", "source_host"})
 
 
 class NotificationStore(intake.AcceptStore, Protocol):
@@ -58,7 +62,9 @@ class NotificationStore(intake.AcceptStore, Protocol):
                            limit: int | None = None,
                            marker: str | None = None,
                            sort_key: str = "created_at",
-                           sort_dir: str = "desc") -> list[Notification]: ...
+                           sort_dir: str = "desc",
+                           project_id: str | None = None
+                           ) -> list[Notification]: ...
     def get(self, uuid: str) -> Notification: ...
     def step_events(self, uuid: str) -> list[StepEvent]: ...
     def events(self, notification_uuid: str | None = None,
@@ -94,7 +100,7 @@ class NotificationAPI:
         if rest == ["events"]:
             return {"GET": lambda: self.events(uuid)}
         if rest[0] == "vmoves" and len(rest) == 2:
-            return {"GET": lambda: self.vmove_show(uuid, rest[1])}
+            return {"GET": lambda: self.vmove_show(req, uuid, rest[1])}
         return None
 
     # -- create ------------------------------------------------------------
@@ -147,6 +153,8 @@ class NotificationAPI:
         filters = {k: params[k] for k in FILTERS if k in params}
         _one_of(filters, "status", [s.value for s in Status])
         sort_key, sort_dir = http.sort(params, SORT_NAMES)
+        owner = policy.owner_project(req)
+        _owner_may(owner, filters, sort_key)
         generated_since = None
         if "generated-since" in params:
             generated_since = validation.parse_time(
@@ -155,13 +163,24 @@ class NotificationAPI:
             items = self.store.list_notifications(
                 filters=filters, generated_since=generated_since,
                 limit=http.limit(params), marker=params.get("marker"),
-                sort_key=SORT_NAMES[sort_key], sort_dir=sort_dir)
+                sort_key=SORT_NAMES[sort_key], sort_dir=sort_dir,
+                project_id=owner)
         except exception.NotFound as exc:
             raise http.Refused(400, f"marker: {exc}") from exc
+        view = views.notification if owner is None else (
+            views.owner_notification)
         return http.respond(200, {"notifications": [
-            views.notification(n) for n in items]})
+            view(n) for n in items]})
 
     def show(self, req: webob.Request, uuid: str) -> webob.Response:
+        owner = policy.owner_project(req)
+        if owner is not None:
+            self._entries(uuid, owner)
+            body = views.owner_notification(self.store.get(uuid))
+            if http.at_least(req, "1.1"):
+                # The steps' messages name the host and every instance.
+                body["recovery_workflow_details"] = []
+            return http.respond(200, {"notification": body})
         body = views.notification(self.store.get(uuid))
         if http.at_least(req, "1.1"):
             body["recovery_workflow_details"] = views.workflow_details(
@@ -174,14 +193,29 @@ class NotificationAPI:
         return http.respond(200, {"events": [
             views.event(e) for e in self.store.events(uuid)]})
 
-    def _vmoves(self, uuid: str) -> list[dict[str, Any]]:
+    def _entries(self, uuid: str, owner: str | None) -> list[JournalEntry]:
+        """The notification's journal entries; for an owner's read, those
+        of the owner's instances, and if there are none the notification
+        is not found (404, as one that does not exist: not 403, which
+        would tell that it exists)."""
         notification = self.store.get(uuid)
-        if notification.kind.type is not NotificationType.COMPUTE_HOST:
-            raise http.Refused(400, f"notification {uuid} is a "
-                                    f"{notification.type} notification: "
-                                    f"only COMPUTE_HOST ones have vmoves")
-        return [views.vmove(uuid, entry)
-                for entry in self.store.journal_entries(uuid)]
+        entries = self.store.journal_entries(uuid)
+        if owner is None:
+            if notification.kind.type is not NotificationType.COMPUTE_HOST:
+                raise http.Refused(400, f"notification {uuid} is a "
+                                        f"{notification.type} notification: "
+                                        f"only COMPUTE_HOST ones have vmoves")
+            return entries
+        mine = [e for e in entries if e.result.project_id == owner]
+        if not mine:
+            raise exception.NotFound(f"no notification {uuid}")
+        return mine
+
+    def _vmoves(self, req: webob.Request,
+                uuid: str) -> list[dict[str, Any]]:
+        owner = policy.owner_project(req)
+        view = views.vmove if owner is None else views.owner_vmove
+        return [view(uuid, entry) for entry in self._entries(uuid, owner)]
 
     def vmove_index(self, req: webob.Request, uuid: str) -> webob.Response:
         params = req.GET
@@ -189,9 +223,10 @@ class NotificationAPI:
         for key, allowed in VMOVE_FILTERS.items():
             _one_of(filters, key, list(allowed))
         sort_key, sort_dir = http.sort(params, VMOVE_SORT_KEYS)
+        _owner_may(policy.owner_project(req), filters, sort_key)
         limit, marker = http.limit(params), params.get("marker")
         items = sorted(
-            (v for v in self._vmoves(uuid)
+            (v for v in self._vmoves(req, uuid)
              if all(v[k] == value for k, value in filters.items())),
             key=lambda v: (v[sort_key], v["id"]),
             reverse=sort_dir == "desc")
@@ -204,12 +239,24 @@ class NotificationAPI:
             items = items[seen[0] + 1:]
         return http.respond(200, {"vmoves": items[:limit]})
 
-    def vmove_show(self, uuid: str, vmove_id: str) -> webob.Response:
-        for item in self._vmoves(uuid):
+    def vmove_show(self, req: webob.Request, uuid: str,
+                   vmove_id: str) -> webob.Response:
+        for item in self._vmoves(req, uuid):
             if vmove_id in (item["uuid"], str(item["id"])):
                 return http.respond(200, {"vmove": item})
         raise exception.NotFound(f"no vmove {vmove_id} in notification "
                                  f"{uuid}")
+
+
+def _owner_may(owner: str | None, filters: dict[str, str],
+               sort_key: str) -> None:
+    """Refuse an owner's read a filter or sort key that names hosts."""
+    asked = OWNER_UNSORTED & {*filters, sort_key}
+    if owner is not None and asked:
+        raise http.Refused(403, f"an owner's read (recovery_api:owner:read) "
+                                f"cannot filter or sort by "
+                                f"{', '.join(sorted(asked))}: the host is "
+                                f"not shown to owners")
 
 
 def _one_of(filters: dict[str, str], key: str, allowed: list[str]) -> None:

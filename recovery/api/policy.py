@@ -28,11 +28,15 @@ from oslo_policy import policy
 from recovery import conf as recovery_conf
 from recovery import policies
 from recovery.api import http
+from recovery.policies import notifications
 
 LOG = logging.getLogger(__name__)
 
 #: The environ key recovery.api.auth puts the caller's credentials in.
 CREDENTIALS = "recovery.credentials"
+#: The environ key of the project whose owner's read a request is
+#: (``owner_project``).
+OWNER = "recovery.owner_project"
 OPERATOR: dict[str, Any] = {"user_id": None, "project_id": None,
                             "system_scope": None, "roles": ["admin"]}
 _PLACEHOLDER = re.compile(r"\{[^}]+\}")
@@ -75,18 +79,20 @@ class Policy:
 
     def authorize(self, req: webob.Request, rule: str | None) -> None:
         """Raise Refused(403), Masakari's answer, unless ``rule`` allows
-        the request's caller; log the denial once, with the rule."""
+        the request's caller, or it is one of the reads the owner's rule
+        lets the caller's project make (``owner_project`` then says
+        which); log the denial once, with the rule."""
         creds = dict(req.environ.get(CREDENTIALS, OPERATOR))
         if rule is not None:
             creds["is_admin"] = self.enforcer.authorize(
                 "context_is_admin", creds, creds)
-            target = {"project_id": creds.get("project_id"),
-                      "user_id": creds.get("user_id")}
-            try:
-                if self.enforcer.authorize(rule, target, creds):
-                    return
-            except policy.InvalidScope:
-                pass
+            if self._allows(rule, creds):
+                return
+            project = creds.get("project_id")
+            if (rule in notifications.OWNER_READS and project
+                    and self._allows(notifications.OWNER_READ, creds)):
+                req.environ[OWNER] = project
+                return
         LOG.warning("Refused %s %s: policy rule %s does not allow user %s "
                     "of project %s with roles %s", req.method,
                     req.path_info, rule, creds.get("user_id"),
@@ -94,6 +100,20 @@ class Policy:
         # A route without a rule is refused: no route is open by mistake.
         raise http.Refused(403, f"Policy doesn't allow {rule} to be "
                                 f"performed.")
+
+    def _allows(self, rule: str, creds: dict[str, Any]) -> bool:
+        target = {"project_id": creds.get("project_id"),
+                  "user_id": creds.get("user_id")}
+        try:
+            return bool(self.enforcer.authorize(rule, target, creds))
+        except policy.InvalidScope:
+            return False
+
+
+def owner_project(req: webob.Request) -> str | None:
+    """The project an owner's read is limited to; None for a caller
+    whose own rule allowed the request (who sees everything)."""
+    return req.environ.get(OWNER)
 
 
 def enforcer(conf: cfg.ConfigOpts) -> policy.Enforcer:

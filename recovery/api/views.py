@@ -44,6 +44,28 @@ def notification(item: Notification) -> dict[str, Any]:
     }
 
 
+# What an owner's read (the recovery_api:owner:read rule) withholds: what
+# names the cloud's hosts (Nova hides an instance's host from non-admins
+# too), the monitor's payload, and the messages, which may name hosts or
+# other projects' instances. The keys stay, null, for Masakari's clients.
+OWNER_HIDDEN = ("hostname", "source_host_uuid", "failover_segment_uuid",
+                "payload", "message")
+OWNER_HIDDEN_VMOVE = ("source_host", "dest_host", "capacity_warning",
+                      "message")
+
+
+def owner_notification(item: Notification) -> dict[str, Any]:
+    """A notification as the owner of instances it recovered sees it."""
+    return {**notification(item), **dict.fromkeys(OWNER_HIDDEN)}
+
+
+def owner_vmove(notification_uuid: str,
+                entry: JournalEntry) -> dict[str, Any]:
+    """An instance's vmove as its owner sees it."""
+    return {**vmove(notification_uuid, entry),
+            **dict.fromkeys(OWNER_HIDDEN_VMOVE)}
+
+
 def workflow_details(events: list[StepEvent]) -> list[dict[str, Any]]:
     """One entry per step, in the order the steps started."""
     steps: dict[str, dict[str, Any]] = {}

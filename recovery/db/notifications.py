@@ -18,6 +18,7 @@ from recovery import exception
 from recovery.db import paging
 from recovery.db.events import Decision
 from recovery.db.events import insert as insert_event
+from recovery.db.tables import instance_journal
 from recovery.db.tables import notifications
 from recovery.db.transaction import Transactional
 from recovery.notification import IN_FLIGHT
@@ -151,10 +152,16 @@ class NotificationStore(Transactional):
     def list_notifications(self, *, filters: dict[str, Any] | None = None,
              generated_since: datetime.datetime | None = None,
              limit: int | None = None, marker: str | None = None,
-             sort_key: str = "created_at", sort_dir: str = "desc"
-             ) -> list[Notification]:
-        """``marker``: the id or uuid of the last one seen."""
+             sort_key: str = "created_at", sort_dir: str = "desc",
+             project_id: str | None = None) -> list[Notification]:
+        """``marker``: the id or uuid of the last one seen;
+        ``project_id``: only those with an instance of that project in
+        their journal."""
         query = notifications.select()
+        if project_id is not None:
+            query = query.where(notifications.c.uuid.in_(
+                sa.select(instance_journal.c.notification_uuid).where(
+                    instance_journal.c.project_id == project_id)))
         for key, value in (filters or {}).items():
             query = query.where(notifications.c[key] == value)
         if generated_since is not None:
