@@ -156,12 +156,13 @@ class NotificationStore(Transactional):
              project_id: str | None = None) -> list[Notification]:
         """``marker``: the id or uuid of the last one seen;
         ``project_id``: only those with an instance of that project in
-        their journal."""
-        query = notifications.select()
+        their journal, the marker one of them."""
+        query, owned = notifications.select(), sa.true()
         if project_id is not None:
-            query = query.where(notifications.c.uuid.in_(
+            owned = notifications.c.uuid.in_(
                 sa.select(instance_journal.c.notification_uuid).where(
-                    instance_journal.c.project_id == project_id)))
+                    instance_journal.c.project_id == project_id))
+            query = query.where(owned)
         for key, value in (filters or {}).items():
             query = query.where(notifications.c[key] == value)
         if generated_since is not None:
@@ -171,8 +172,8 @@ class NotificationStore(Transactional):
             return [row_to_notification(r) for r in paging.page(
                 conn, query, notifications, sort_key=sort_key,
                 sort_dir=sort_dir, marker=marker, limit=limit,
-                marker_where=marker and paging.by_id_or(
-                    notifications, marker, notifications.c.uuid))]
+                marker_where=marker and sa.and_(paging.by_id_or(
+                    notifications, marker, notifications.c.uuid), owned))]
 
     def count_notifications(self) -> dict[tuple[str, str], int]:
         """How many notifications of each (type, status) are stored."""
