@@ -10,6 +10,10 @@ compute endpoint given. With ``users``, only their passwords are
 accepted and each gets its own token: for ``nova_user``'s users, the
 ``user:project:roles`` form that the test Novas (``tests.fakenova``,
 ``tests.integration.realnova``) take their request context from.
+``app_credential`` makes a user who authenticates with an application
+credential's id and secret: its token says so (the
+``application_credential`` method and section, with the credential's
+access rules if it has any), with the credential's roles.
 ``endpoints`` adds services to the catalog; as in Keystone's catalog
 templates, ``$(project_id)s`` in a URL is the token's project. A project
 is named as given; its id has the form Keystone gives ids (32 hex
@@ -33,6 +37,9 @@ class User:
     project: str            # the project's name
     roles: tuple[str, ...]
     token: str
+    #: An application credential's id and secret, its only way in.
+    credential: tuple[str, str] | None = None
+    access_rules: tuple[dict, ...] | None = None
 
     @property
     def project_id(self) -> str:
@@ -46,6 +53,14 @@ def nova_user(name: str, password: str, project: str,
     """A user whose token is ``name:project:roles``."""
     return User(name, password, project, roles,
                 f"{name}:{project}:{','.join(roles)}")
+
+
+def app_credential(user: str, credential: str, secret: str, project: str,
+                   roles: tuple[str, ...],
+                   access_rules: tuple[dict, ...] | None = None) -> User:
+    """``user``'s application credential ``credential`` (its id)."""
+    return User(user, None, project, roles, f"app-cred:{credential}",
+                (credential, secret), access_rules)
 
 
 ANYONE = User("recovery", None, "admin", ("admin",), TOKEN)
@@ -115,8 +130,15 @@ class FakeKeystone:
 
     def _authenticate(self, body: dict) -> User | None:
         identity = body.get("auth", {}).get("identity", {})
+        if "application_credential" in identity:
+            sent = identity["application_credential"]
+            for user in self._users:
+                if user.credential == (sent.get("id"), sent.get("secret")):
+                    return user
         sent = identity.get("password", {}).get("user", {})
         for user in self._users:
+            if user.credential is not None:
+                continue
             if user.password is None or (
                     user.name in (sent.get("name"), sent.get("id"))
                     and user.password == sent.get("password")):
@@ -130,7 +152,7 @@ class FakeKeystone:
                      "endpoints": self._endpoints(url, user)}
                     for n, (kind, url) in enumerate(
                         self.endpoints.items(), start=1)]
-        return {
+        token = {
             "methods": ["password"],
             "expires_at": "2999-01-01T00:00:00.000000Z",
             "issued_at": "2026-01-01T00:00:00.000000Z",
@@ -141,6 +163,15 @@ class FakeKeystone:
             "roles": [{"id": role, "name": role} for role in user.roles],
             "catalog": catalog,
         }
+        if user.credential is not None:
+            token["methods"] = ["application_credential"]
+            token["application_credential"] = {
+                "id": user.credential[0], "name": user.credential[0],
+                "restricted": True}
+            if user.access_rules is not None:
+                token["application_credential"]["access_rules"] = list(
+                    user.access_rules)
+        return token
 
     def _endpoints(self, url: str, user: User) -> list[dict]:
         url = url.replace("$(project_id)s", user.project_id)

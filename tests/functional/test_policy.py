@@ -14,6 +14,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from keystoneauth1 import session as ks_session
+from keystoneauth1.identity import v3
 from oslo_config import cfg
 
 from recovery import conf as recovery_conf
@@ -25,6 +27,7 @@ from recovery.conf import masakari
 from recovery.db.store import Store
 from recovery.db.store import open_store
 from tests.fakekeystone import FakeKeystone
+from tests.fakekeystone import app_credential
 from tests.fakekeystone import nova_user
 from tests.functional.test_api import MAX_BODY
 from tests.functional.test_api import TOKEN
@@ -43,6 +46,17 @@ READER = nova_user("bob", "bob-pw", "demo", ("reader",))
 OTHER = nova_user("carol", "carol-pw", "other", ("member", "reader"))
 MONITOR = nova_user("watcher", "watcher-pw", "monitoring", ("reader",))
 SERVICE = nova_user("recovery", "recovery-pw", "service", ("service",))
+# An admin's application credentials: one with the admin's roles, one
+# limited to reader, one whose access rules allow listing notifications
+# only.
+APP_ADMIN = app_credential("admin", "ac-admin", "ac-admin-secret", "admin",
+                           ("admin", "member", "reader"))
+APP_READER = app_credential("admin", "ac-reader", "ac-reader-secret",
+                            "admin", ("reader",))
+APP_RULED = app_credential(
+    "admin", "ac-ruled", "ac-ruled-secret", "admin", ("admin",),
+    ({"service": "instance-ha", "method": "GET",
+      "path": "/v1/notifications"},))
 CALLERS = {"admin": ADMIN, "member": MEMBER, "reader": READER,
            "other-project": OTHER, "no-token": None}
 
@@ -133,7 +147,9 @@ def served(conf: cfg.ConfigOpts, store: Store) -> Any:
 def keystone() -> Iterator[FakeKeystone]:
     with FakeKeystone("http://127.0.0.1:9/compute",
                       users=(ADMIN, MEMBER, READER, OTHER, MONITOR,
-                             SERVICE)) as fake:
+                             SERVICE, APP_ADMIN, APP_READER, APP_RULED),
+                      endpoints={"instance-ha": "http://127.0.0.1:9/v1"}
+                      ) as fake:
         yield fake
 
 
@@ -277,3 +293,39 @@ def test_masakari_conf_s_oslo_policy_is_read_not_reported(tmp_path,
     assert conf.oslo_policy.policy_file == "/etc/masakari/policy.yaml"
     assert "oslo_policy" not in caplog.text
 
+
+
+def app_credential_token(keystone: FakeKeystone, user: Any) -> str:
+    """A token as a client gets one with the credential: keystoneauth's
+    v3applicationcredential plugin, from the fake Keystone."""
+    credential, secret = user.credential
+    auth = v3.ApplicationCredential(
+        auth_url=keystone.url, application_credential_id=credential,
+        application_credential_secret=secret)
+    return ks_session.Session(auth=auth, timeout=5).get_token()
+
+
+def test_application_credential_tokens_are_judged_by_their_roles(
+        tmp_path, keystone, store):
+    """keystonemiddleware accepts an application credential's token; the
+    policy judges it by the credential's roles (a reader's credential of
+    an admin is a reader), and its access rules hold where
+    [keystone_authtoken] service_type names the API's service."""
+    conf = keystone_conf(tmp_path, keystone,
+                         extra="service_type = instance-ha\n")
+    with served(conf, store) as port:
+        def get(path: str, user: Any) -> Reply:
+            return request(port, "GET", path, headers={
+                "X-Auth-Token": app_credential_token(keystone, user)})
+        assert get("/v1/segments", APP_ADMIN).status == 200
+        denied = get("/v1/segments", APP_READER)
+        assert denied.status == 403, denied.text
+        assert denied.message == ("Policy doesn't allow "
+                                  "os_masakari_api:segments:index to be "
+                                  "performed.")
+        assert get("/v1/notifications", APP_RULED).status == 200
+        assert get("/v1/segments", APP_RULED).status == 401
+    assert [r["body"]["auth"]["identity"]["methods"]
+            for r in keystone.requests if r["method"] == "POST"
+            and "application_credential" in str(r["body"])][-1] == [
+        "application_credential"]
