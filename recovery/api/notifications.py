@@ -174,17 +174,16 @@ class NotificationAPI:
 
     def show(self, req: webob.Request, uuid: str) -> webob.Response:
         owner = policy.owner_project(req)
-        if owner is not None:
+        if owner is None:
+            body = views.notification(self.store.get(uuid))
+        else:
             self._entries(uuid, owner)
             body = views.owner_notification(self.store.get(uuid))
-            if http.at_least(req, "1.1"):
-                # The steps' messages name the host and every instance.
-                body["recovery_workflow_details"] = []
-            return http.respond(200, {"notification": body})
-        body = views.notification(self.store.get(uuid))
         if http.at_least(req, "1.1"):
-            body["recovery_workflow_details"] = views.workflow_details(
-                self.store.step_events(uuid))
+            # None for an owner: the steps' messages name the host and
+            # every instance.
+            body["recovery_workflow_details"] = [] if owner else (
+                views.workflow_details(self.store.step_events(uuid)))
         return http.respond(200, {"notification": body})
 
     def events(self, uuid: str) -> webob.Response:
