@@ -62,7 +62,8 @@ def test_masakari_s_rules_and_defaults_are_recovery_s():
                       if name in theirs}
     # Recovery's own rules only, beyond Masakari's.
     assert {name for name in ours() if name not in theirs} == {
-        "recovery_api:events:index", "recovery_api:metrics:index"}
+        "recovery_api:events:index", "recovery_api:metrics:index",
+        "recovery_api:owner:read"}
 
 
 def test_all_rules_in_sample_file():
