@@ -55,6 +55,13 @@ def test_notification_is_recovered_and_reported(nova, engine):
     _, body = engine.request("GET", f"/v1/notifications/{uuid}/vmoves")
     assert {v["instance_uuid"] for v in body["vmoves"]} == set(uuids)
     assert {v["status"] for v in body["vmoves"]} == {"succeeded"}
+    # Each instance's project (Nova's tenant_id) is journaled: what an
+    # owner's read (recovery_api:owner:read) filters by.
+    store = engine.store()
+    try:
+        assert {r.project_id for r in store.journal(uuid)} == {"demo"}
+    finally:
+        store.close()
     assert evacuations_per_instance(nova) == {u: 1 for u in uuids}
     assert left_locked(nova) == []
     engine.drain()
