@@ -175,9 +175,7 @@ class Stop(base.Step[RestartContext]):
         except exception.NovaConflict:
             # Nova's own power-state sync may stop the crashed guest in
             # the meantime; anything else is a real refusal.
-            current = ctx.refresh()
-            if not (current.vm_state is VmState.STOPPED
-                    or current.task_state is TaskState.POWERING_OFF):
+            if not _going_to(ctx, VmState.STOPPED, TaskState.POWERING_OFF):
                 raise
             LOG.info("Nova is stopping instance %s itself", ctx.uuid)
         ctx.wait(_in_state(ctx, VmState.STOPPED),
@@ -195,12 +193,17 @@ class Start(base.Step[RestartContext]):
         try:
             ctx.nova.start(ctx.uuid)
         except exception.NovaConflict:
-            current = ctx.refresh()
-            if not (current.vm_state is VmState.ACTIVE
-                    or current.task_state is TaskState.POWERING_ON):
+            if not _going_to(ctx, VmState.ACTIVE, TaskState.POWERING_ON):
                 raise
             return "someone else started it meanwhile"
         return "start accepted"
+
+
+def _going_to(ctx: RestartContext, state: VmState, task: TaskState) -> bool:
+    """After Nova refused a stop or a start (409): whether Nova shows the
+    instance in ``state`` now, or on its way there (``task``)."""
+    current = ctx.refresh()
+    return current.vm_state is state or current.task_state is task
 
 
 class ConfirmActive(base.Step[RestartContext]):
