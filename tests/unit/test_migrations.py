@@ -183,8 +183,9 @@ def test_0009_adds_the_decision_log_to_a_store_in_use(tmp_path):
         store.close()
 
 
-def test_0010_adds_priority_and_capacity_to_a_journal_in_use(tmp_path):
-    url = f"sqlite:///{tmp_path}/s.sqlite"
+def _journal_one(url: str, **fields):
+    """A host failure in the store at ``url``, running, with instance
+    i-1 journaled (with ``fields``); the store closed again."""
     store = open_store(url)
     run = store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
                     hostname="compute-1", generated_time=NOW,
@@ -192,8 +193,14 @@ def test_0010_adds_priority_and_capacity_to_a_journal_in_use(tmp_path):
                     status=Status.RUNNING, now=NOW)
     store.save_instance(run.uuid, InstanceResult(
         uuid="i-1", name="vm-1", source_host="compute-1",
-        original_state="active", method="auto"), NOW)
+        original_state="active", **fields), NOW)
     store.close()
+    return run
+
+
+def test_0010_adds_priority_and_capacity_to_a_journal_in_use(tmp_path):
+    url = f"sqlite:///{tmp_path}/s.sqlite"
+    run = _journal_one(url, method="auto")
     back_to(url, "0009")
     engine = sqlalchemy.create_engine(url)
     columns = {c["name"] for c in sqlalchemy.inspect(engine).get_columns(
@@ -220,15 +227,7 @@ def test_0017_journals_each_instance_s_project(tmp_path):
     """An entry written before 0017 has no project (no owner sees it);
     one written after keeps its instance's project."""
     url = f"sqlite:///{tmp_path}/s.sqlite"
-    store = open_store(url)
-    run = store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
-                    hostname="compute-1", generated_time=NOW,
-                    payload={"event": "STOPPED"}, origin="api",
-                    status=Status.RUNNING, now=NOW)
-    store.save_instance(run.uuid, InstanceResult(
-        uuid="i-1", name="vm-1", source_host="compute-1",
-        original_state="active", project_id="p-1"), NOW)
-    store.close()
+    run = _journal_one(url, project_id="p-1")
     back_to(url, "0016")
     store = open_store(url)
     try:
