@@ -41,16 +41,17 @@ def failed_rack(fake: Any, hosts: list[str], per_host: int) -> None:
         fake.fail_host(host)
 
 
-def wait_finished(engine: Any, uuids: list[str]) -> None:
-    """Until ``recovery-engine`` has finished every notification; raise
-    if one ends otherwise. Asks once a second: every question costs the
-    engine CPU too."""
+def wait_finished(engine: Any, uuids: list[str],
+                  timeout: float = 600) -> None:
+    """Until ``recovery-engine`` has finished every notification, each
+    within ``timeout`` s of the last; raise if one ends otherwise. Asks
+    once a second: every question costs the engine CPU too."""
     from tests.fakenova.server import wait_until
 
     for uuid in uuids:
         done = wait_until(
             lambda u=uuid: (n := engine.notification(u))["status"]
-            in ("finished", "error", "failed") and n, 600,
+            in ("finished", "error", "failed") and n, timeout,
             interval=1.0, what=f"notification {uuid}")
         if done["status"] != "finished":
             raise RuntimeError(done["message"])
@@ -112,6 +113,17 @@ def cpu_seconds(pid: int) -> float:
     """The user + system time process ``pid`` has used so far."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def kinds(calls: list[dict[str, Any]]) -> dict[str, int]:
+    """The requests by method and path, ids left out."""
+    kinds: dict[str, int] = {}
+    for call in calls:
+        parts = [("{id}" if len(p) == 36 else p)
+                 for p in call["path"].split("?")[0].split("/")]
+        key = f"{call['method']} {'/'.join(parts)}"
+        kinds[key] = kinds.get(key, 0) + 1
+    return kinds
 
 
 def last(calls: list[dict[str, Any]], action: str) -> float:

@@ -245,9 +245,9 @@ def fence_once(fence: HostFence) -> dict[str, Any]:
     """``power_off`` timed; what each device said."""
     told: list[DeviceAttempt] = []
     began_wall, began = time.time(), time.monotonic()
-    message = fence.power_off(Clock(), told.append)
+    message = fence.power_off(Clock(), told.append).text
     seconds = time.monotonic() - began
-    requests = re.search(r"\((\d+) power-off requests\)", message)
+    requests = re.search(r"\((\d+) power-off requests[,)]", message)
     return {"seconds": seconds, "began": began_wall,
             "ended": began_wall + seconds,
             "device_seconds": [round(a.seconds, 4) for a in told],

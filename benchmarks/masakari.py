@@ -144,7 +144,7 @@ def run(instances: int = 30) -> dict[str, Any]:
         raise RuntimeError(f"Masakari's flow: {flow['outcome']}")
     return {"seconds": recovered - started,
             "flow_seconds": flow["ended"] - flow["started"],
-            "requests": len(calls), "kinds": ttr._kinds(calls),
+            "requests": len(calls), "kinds": common.kinds(calls),
             "keystone_requests": len(identity),
             "keystone_tokens": sum(r["method"] == "POST"
                                    and r["path"] == "/v3/auth/tokens"

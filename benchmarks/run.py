@@ -7,13 +7,19 @@ for the network namespaces of the fast path's (benchmarks/fastpath.py,
 about 20 minutes). The soak (benchmarks/soak.py) alone takes about 22
 minutes; the backends side by side (benchmarks/backends.py) about 9;
 fencing per device kind (benchmarks/fencing.py, Debian's fence-agents)
-about 3; the message bus (benchmarks/bus.py, RabbitMQ) about 3.
+about 3; the message bus (benchmarks/bus.py, RabbitMQ) about 3; the
+storage fence on a real Ceph (Debian's ceph-mon, ceph-osd, python3-rados
+and python3-rbd; root): benchmarks/ceph_fence.py about 1,
+benchmarks/ceph_loss.py about 8, benchmarks/ceph_rack.py about 3.
 Each benchmark also prints its own table and writes
 benchmarks/results/*.json.
 """
 
 from benchmarks import backends
 from benchmarks import bus
+from benchmarks import ceph_fence
+from benchmarks import ceph_loss
+from benchmarks import ceph_rack
 from benchmarks import detector
 from benchmarks import fastpath
 from benchmarks import fencing
@@ -43,6 +49,9 @@ def main() -> None:
     soak_data = soak.main()
     tolerance_data = tolerance.main()
     bus_data = bus.main()
+    ceph_fence_data = ceph_fence.main()
+    ceph_loss_data = ceph_loss.main()
+    ceph_rack_data = ceph_rack.main()
     rows = []
     for run in ttr_data.values():
         label = f"real Nova, {run['instances']} instances, T={run['threads']}"
@@ -138,9 +147,23 @@ def main() -> None:
         ("evacuated -> owner's event at the listener, p95 (s)",
          bus_data["owner_delay_p95"], "<= 1"),
     ]
+    rows += _storage_rows(ceph_fence_data, ceph_loss_data, ceph_rack_data)
     print("\n== Summary")
     for metric, value, target in rows:
         print(f"  {metric:<56} {value:>8.3g}   target {target}")
+
+
+def _storage_rows(fence: dict, loss: dict, rack: dict) -> list[tuple]:
+    rows = [("Ceph fence -> the old guest's first refused write, p95 (s)",
+             fence["figures"]["fence_to_refused_write"]["p95"], "report")]
+    rows += [(f"power loss, BMC gone, on Ceph -> first evacuate, p95, "
+              f"BMC timeout {label} (s)", run["loss_to_evacuate"]["p95"],
+              f"<= {ceph_loss.TARGET:g}")
+             for label, run in loss["runs"].items()]
+    rows += [(f"rack 10 x 20 on Ceph -> last ACTIVE, BMCs {label}, p50 (s)",
+              rack["last_active_s"][label]["p50"], "report")
+             for label in ("gone", "alive")]
+    return rows
 
 
 if __name__ == "__main__":

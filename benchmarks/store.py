@@ -103,8 +103,8 @@ def _host_recovery(store, samples, host: str) -> None:
                    store.save_instance, taken.uuid, result, now,
                    holder=holder, event=event)
         if n % 10 == 0:
-            _timed(samples, "lease renewal", store.renew, taken.uuid,
-                   holder=holder)
+            _timed(samples, "lease renewal", store.renew_leases,
+                   {taken.uuid: holder})
     _timed(samples, "finish", store.finish, taken.uuid, Status.FINISHED,
            "done", holder=holder, event=Decision(
                OWNER, host, EventKind.FINISHED, "done"))

@@ -192,18 +192,7 @@ def run_recovery(instances: int, threads: int | None,
         raise RuntimeError(f"recovery did not recover them all: {summary}")
     return {"seconds": recovered - run["started"], "requests": len(calls),
             "cpu_s": run["cpu_s"], "peak_rss_mb": run["peak_rss_mb"],
-            "kinds": _kinds(calls)}
-
-
-def _kinds(calls: list[dict[str, Any]]) -> dict[str, int]:
-    """The requests by method and path, ids left out."""
-    kinds: dict[str, int] = {}
-    for call in calls:
-        parts = [("{id}" if len(p) == 36 else p)
-                 for p in call["path"].split("?")[0].split("/")]
-        key = f"{call['method']} {'/'.join(parts)}"
-        kinds[key] = kinds.get(key, 0) + 1
-    return kinds
+            "kinds": common.kinds(calls)}
 
 
 def compare(name: str, instances: int, threads: int | None,

@@ -23,6 +23,11 @@ class EventKind(str, enum.Enum):
     FENCED = "fenced"               # powered off, verified Off
     FENCE_FAILED = "fence-failed"
     FENCE_ATTEMPT = "fence-attempt"  # one device of a level: its answer
+    EVIDENCE = "evidence"           # the evidence rule's decision on a
+                                    # storage fence alone: which held
+    CONFIRMED = "confirmed"         # an operator's word: the host is off
+    UNFENCED = "unfenced"           # host-return lifted a storage fence
+    UNFENCE_FAILED = "unfence-failed"
     PROBE_SILENT = "probe-silent"   # the liveness probe: no answer
     PROBE_ANSWERED = "probe-answered"
     ISOLATED = "isolated"           # forced down and disabled in Nova

@@ -4,6 +4,8 @@ Each carries a message an operator can act on. Errors that come from Nova
 carry Nova's request id, so they can be found in Nova's logs.
 """
 
+import enum
+
 
 class RecoveryError(Exception):
     """Base class of every error this project raises on purpose."""
@@ -110,6 +112,41 @@ class Interrupted(RecoveryError):
 
 class FencingError(RecoveryError):
     """The host could not be powered off, or its power-off not verified."""
+
+
+class FenceHoldCause(enum.StrEnum):
+    """Why a host's fencing holds it (``FenceHeld``): nothing of it is
+    evacuated until a later attempt proves it off, or an operator
+    confirms it off ('recovery fencing confirm')."""
+
+    # A power device answered (even "On", even a refusal): the host may
+    # be live, so a storage fence alone never proves it off.
+    BMC_ANSWERED = "bmc_answered"
+    # The host answers its liveness probe on one of its addresses.
+    PROBE_ANSWERED = "probe_answered"
+    # No liveness probe is configured, or the host cannot be probed.
+    NO_PROBE = "no_probe"
+    # Too few of the live engines see the host silent.
+    NO_AGREEMENT = "no_agreement"
+    # Ceph still lists the host's watches of its instances' images past
+    # its watch timeout: the host still talks to its storage.
+    CEPH_TALKS = "ceph_talks"
+    # Every level failed, and no power device could be reached at all.
+    UNREACHABLE = "unreachable"
+    # Any other failure of the fencing.
+    FENCE_FAILED = "fence_failed"
+
+
+class FenceHeld(FencingError):
+    """No fencing level proved the host off: held, with its ``cause``.
+    ``bmcs_unreachable``: every power device of the host was out of
+    reach (none answered anything), as when its rack lost its power."""
+
+    def __init__(self, message: str, cause: FenceHoldCause, *,
+                 bmcs_unreachable: bool = False):
+        super().__init__(message)
+        self.cause = cause
+        self.bmcs_unreachable = bmcs_unreachable
 
 
 class ProbeFailed(RecoveryError):

@@ -128,6 +128,19 @@ class Metrics:
             "prove a host off or to fail, by level, device (its name in "
             "the credentials file) and result (proved, failed).",
             FENCING_BUCKETS, ("level", "device", "result"))
+        self.fencing_device_results = self._counter(
+            "fencing_device_results", "Fencing device attempts, by what "
+            "the device proves (kind: power, message, storage) and result "
+            "(proved; unreachable: it never answered at all, as a BMC "
+            "that lost its power with its host; failed: any other "
+            "failure).", ("kind", "result"))
+        self.fencing_holds = self._counter(
+            "fencing_holds", "Host-failure attempts held by fencing: "
+            "nothing proved the host off, so nothing moved. One per "
+            "attempt, by cause (unreachable: every power device out of "
+            "reach; bmc_answered, probe_answered, no_probe, no_agreement, "
+            "ceph_talks: the evidence a storage-only fence lacked; "
+            "fence_failed: any other failure).", ("cause",))
 
     def _add_engine_metrics(self) -> None:
         """The engine's runs, their leases and its main loop."""
@@ -189,6 +202,15 @@ class Metrics:
         self.instances.labels(outcome, method or "none").inc()
         if seconds is not None:
             self.instance_seconds.observe(seconds)
+
+    def fencing_device_done(self, kind: str, *, proved: bool,
+                            reached: bool) -> None:
+        """One fencing device's attempt ended: it proved the host off,
+        or failed, or never answered at all (not ``reached``). ``kind``:
+        what the device proves (power, message, storage)."""
+        result = "proved" if proved else "failed" if reached else (
+            "unreachable")
+        self.fencing_device_results.labels(kind, result).inc()
 
     def watch_store(self, store: Any) -> None:
         """Export what ``store`` knows at each scrape: notifications by

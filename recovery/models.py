@@ -253,6 +253,14 @@ class Server:
     # Its owner: the project and user Nova names (its owner's events).
     project_id: str | None = None
     user_id: str | None = None
+    # Its disks, as Nova tells them: the image of an image-backed root
+    # disk (None: booted from a volume), the volumes attached, and the
+    # flavor's ephemeral and swap disks (which live where the host keeps
+    # ephemeral disks). What a storage fence covers is judged on these.
+    image_id: str | None = None
+    volume_ids: tuple[str, ...] = ()
+    ephemeral_gb: int = 0
+    swap_mb: int = 0
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "vm_state", VmState(self.vm_state))
@@ -281,7 +289,20 @@ class Server:
                    metadata=dict(data.get("metadata") or {}),
                    fault=(data.get("fault") or {}).get("message"),
                    need=Need.of(data), project_id=data.get("tenant_id"),
-                   user_id=data.get("user_id"))
+                   user_id=data.get("user_id"),
+                   image_id=(data.get("image") or {}).get("id") or None,
+                   volume_ids=tuple(
+                       volume["id"] for volume in
+                       data.get("os-extended-volumes:volumes_attached")
+                       or ()),
+                   ephemeral_gb=int(_flavor(data).get("ephemeral") or 0),
+                   swap_mb=int(_flavor(data).get("swap") or 0))
+
+
+def _flavor(server: dict[str, Any]) -> dict[str, Any]:
+    """The flavor Nova embeds in a server (microversion 2.47+), or {}."""
+    flavor = server.get("flavor")
+    return flavor if isinstance(flavor, dict) else {}
 
 
 @dataclasses.dataclass(frozen=True)

@@ -7,6 +7,10 @@ host's address. A connection accepted, or refused, is an answer: the
 host's network stack runs, and so may its guests. Only silence on every
 port (a timeout, no route) counts as no answer.
 
+A host may have several addresses to probe, one per network (``[detector]
+probe_addresses``, ``host:10.0.0.5+10.1.0.5``): it is silent only when
+it is silent on every one of them.
+
 The probe never powers anything off, and its silence is weaker proof
 than a BMC reading the power Off: it is used only for a host with no
 fencing driver.
@@ -19,7 +23,9 @@ import math
 import socket
 from collections.abc import Callable
 from collections.abc import Iterable
+from collections.abc import Iterator
 from collections.abc import Mapping
+from collections.abc import Sequence
 from typing import Any
 
 from oslo_config import cfg
@@ -32,6 +38,8 @@ LOG = logging.getLogger(__name__)
 # The errors that mean a host answered a connection: it refused it, or
 # reset it.
 _ANSWERS = (errno.ECONNREFUSED, errno.ECONNRESET)
+# Between a host's addresses in ``[detector] probe_addresses``.
+ADDRESS_SEPARATOR = "+"
 
 Connect = Callable[[tuple[str, int], float], Any]
 
@@ -60,32 +68,50 @@ class Probe:
 
     def describe(self, host: str) -> str:
         ports = ", ".join(str(port) for port in self.ports)
-        return f"TCP port(s) {ports} of {host} ({self.address(host)})"
+        return (f"TCP port(s) {ports} of {host} "
+                f"({', '.join(self.addresses_of(host))})")
 
-    def address(self, host: str) -> str:
-        return self.addresses.get(host, host)
+    def addresses_of(self, host: str) -> tuple[str, ...]:
+        """Where ``host`` is probed: its configured addresses, else its
+        name."""
+        return addresses_of(self.addresses, host) or (host,)
 
     def answer(self, host: str) -> str | None:
         """How ``host`` answered, or None when it is silent on every
-        port. Raises ``ProbeFailed`` when it cannot be asked."""
-        address = self.address(host)
-        for port in self.ports:
-            try:
-                self.connect((address, port), self.timeout)
-            except socket.gaierror as exc:
-                # Not silence: nothing was asked. Never proof of death.
-                raise exception.ProbeFailed(
-                    f"cannot probe {host}: its address {address!r} does "
-                    f"not resolve ({exc}); set [detector] probe_addresses "
-                    f"for it") from exc
-            except OSError as exc:
-                answer = _answered(host, address, port, exc.errno)
-                if answer is not None:
-                    return answer
-                LOG.debug("Probe of %s:%d: %s", address, port, exc)
-                continue
-            return _answered(host, address, port, 0)
-        return None
+        port of every address: all asked at once, each for ``timeout``.
+        Raises ``ProbeFailed`` when it cannot be asked."""
+        asks = [(address, port) for address in self.addresses_of(host)
+                for port in self.ports]
+        outcomes = concurrency.task_pool(max(len(asks), 1)).run(
+            lambda ask: self._ask(host, *ask), asks)
+        for outcome in outcomes:
+            if outcome.error is not None:
+                raise outcome.error
+        return next((o.value for o in outcomes if o.value is not None), None)
+
+    def _ask(self, host: str, address: str, port: int) -> str | None:
+        try:
+            self.connect((address, port), self.timeout)
+        except socket.gaierror as exc:
+            # Not silence: nothing was asked. Never proof of death.
+            raise exception.ProbeFailed(
+                f"cannot probe {host}: its address {address!r} does not "
+                f"resolve ({exc}); set [detector] probe_addresses for "
+                f"it") from exc
+        except OSError as exc:
+            LOG.debug("Probe of %s:%d: %s", address, port, exc)
+            return _answered(host, address, port, exc.errno)
+        return _answered(host, address, port, 0)
+
+
+def addresses_of(configured: Mapping[str, str],
+                 host: str) -> tuple[str, ...]:
+    """``host``'s addresses in ``[detector] probe_addresses`` (several
+    joined by "+"); () when it has none there."""
+    value = configured.get(host) or ""
+    return tuple(address.strip()
+                 for address in value.split(ADDRESS_SEPARATOR)
+                 if address.strip())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -103,7 +129,7 @@ class View:
 
 @dataclasses.dataclass
 class _History:
-    address: str | None = None
+    addresses: tuple[str, ...] = ()
     resolved_at: float = -math.inf
     unprobed: str | None = None
     answer: str | None = None
@@ -198,9 +224,9 @@ class Prober:
         ports = tuple(self._conf.detector.liveness_probe)
         targets = {}
         for host in self.hosts():
-            address = self._address_of(host, started)
-            if address is not None:
-                targets[host] = address
+            addresses = self._addresses_of(host, started)
+            if addresses:
+                targets[host] = addresses
         if not ports or not targets:
             return
         answers = concurrency.offload(connect_all, targets, ports,
@@ -208,78 +234,89 @@ class Prober:
         for host, answer in answers.items():
             self.record(host, started, answer)
 
-    def _address_of(self, host: str, now: float) -> str | None:
-        """``host``'s address, resolved again every RESOLVE_EVERY; None,
-        with the reason kept, when it does not resolve."""
-        configured = self._conf.detector.probe_addresses.get(host)
+    def _addresses_of(self, host: str, now: float) -> tuple[str, ...]:
+        """``host``'s addresses: configured, else its name resolved
+        again every RESOLVE_EVERY; () when it does not resolve, with the
+        reason kept."""
+        configured = addresses_of(self._conf.detector.probe_addresses, host)
         with self._lock:
             history = self._hosts.get(host)
             if history is None:
-                return None
-            if configured is not None:
-                history.address, history.unprobed = configured, None
+                return ()
+            if configured:
+                history.addresses, history.unprobed = configured, None
                 return configured
             if now - history.resolved_at < self.RESOLVE_EVERY:
-                return history.address
+                return history.addresses
         try:
-            address, unprobed = self._resolve(host), None
+            addresses, unprobed = (self._resolve(host),), None
         except OSError as exc:
-            address, unprobed = None, (
+            addresses, unprobed = (), (
                 f"cannot probe {host}: its name does not resolve ({exc}); "
                 f"set [detector] probe_addresses for it")
         with self._lock:
             history = self._hosts.get(host)
             if history is not None:
-                history.address, history.unprobed = address, unprobed
+                history.addresses, history.unprobed = addresses, unprobed
                 history.resolved_at = now
-        return address
+        return addresses
 
 
 _IN_PROGRESS = (errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EAGAIN)
 
 
-def connect_all(targets: Mapping[str, str], ports: tuple[int, ...],
-                timeout: float, monotonic: Callable[[], float]
-                ) -> dict[str, str | None]:
-    """Try a TCP connection to each port of each host at once (host ->
-    address), polled together, for at most ``timeout`` seconds; return
-    how each host answered, or None for silence on every port. Each host
-    and port costs one socket and one poll event, whatever their number.
-    Runs on a native thread (``concurrency.offload``)."""
+def connect_all(targets: Mapping[str, Sequence[str]],
+                ports: tuple[int, ...], timeout: float,
+                monotonic: Callable[[], float]) -> dict[str, str | None]:
+    """Try a TCP connection to each port of each address of each host at
+    once (host -> its addresses), polled together, for at most
+    ``timeout`` seconds; return how each host answered, or None for
+    silence on every port of every address. Each address and port costs
+    one socket and one poll event, whatever their number. Runs on a
+    native thread (``concurrency.offload``)."""
     sockets, select = concurrency.native("socket"), concurrency.native(
         "select")
     answers: dict[str, str | None] = {host: None for host in targets}
-    flying: dict[int, tuple[Any, str, int]] = {}    # fd -> socket, host, port
+    # fd -> socket, host, address, port
+    flying: dict[int, tuple[Any, str, str, int]] = {}
     poll = select.poll()
     deadline = monotonic() + timeout
     try:
-        for host, address in targets.items():
-            for port in ports:
-                sock = sockets.socket(_family(address), sockets.SOCK_STREAM)
-                sock.setblocking(False)
-                error = sock.connect_ex((address, port))
-                if error in _IN_PROGRESS:
-                    poll.register(sock.fileno(), select.POLLOUT)
-                    flying[sock.fileno()] = (sock, host, port)
-                    continue
-                sock.close()
-                answers[host] = answers[host] or _answered(
-                    host, address, port, error)
+        for host, address, port in _asks(targets, ports):
+            sock = sockets.socket(_family(address), sockets.SOCK_STREAM)
+            sock.setblocking(False)
+            error = sock.connect_ex((address, port))
+            if error in _IN_PROGRESS:
+                poll.register(sock.fileno(), select.POLLOUT)
+                flying[sock.fileno()] = (sock, host, address, port)
+                continue
+            sock.close()
+            answers[host] = answers[host] or _answered(
+                host, address, port, error)
         while flying:
             left = deadline - monotonic()
             if left <= 0:
                 break
             for fd, _ in poll.poll(left * 1000):
-                sock, host, port = flying.pop(fd)
+                sock, host, address, port = flying.pop(fd)
                 poll.unregister(fd)
                 error = sock.getsockopt(sockets.SOL_SOCKET, sockets.SO_ERROR)
                 sock.close()
                 answers[host] = answers[host] or _answered(
-                    host, targets[host], port, error)
+                    host, address, port, error)
     finally:
-        for sock, _, _ in flying.values():
+        for sock, _, _, _ in flying.values():
             sock.close()
     return answers
+
+
+def _asks(targets: Mapping[str, Sequence[str]], ports: tuple[int, ...]
+          ) -> Iterator[tuple[str, str, int]]:
+    """Each host, address and port to try."""
+    for host, addresses in targets.items():
+        for address in addresses:
+            for port in ports:
+                yield host, address, port
 
 
 def _answered(host: str, address: str | None, port: int,

@@ -51,6 +51,7 @@ class StepName(enum.StrEnum):
     # A host return.
     CHECK_EVACUATIONS = "check-evacuations"
     AWAIT_HEARTBEAT = "await-heartbeat"
+    LIFT_STORAGE_FENCE = "lift-storage-fence"
     CLEAR_FORCE_DOWN = "clear-force-down"
     ENABLE = "enable"
     # An instance failure.
@@ -144,6 +145,10 @@ class HostReport:
     finished_at: datetime.datetime | None = None
     instances: list[InstanceResult] = dataclasses.field(default_factory=list)
     dry_run: bool = False
+    # What proved the host off when it was not its power: a storage
+    # fence alone with its evidence, or an operator's confirmation. The
+    # run's message says it.
+    evidence: str | None = None
 
     def counts(self) -> dict[str, int]:
         counted = Counter(r.outcome.value for r in self.instances
@@ -163,6 +168,7 @@ class HostReport:
         return {
             "host": self.host,
             "dry_run": self.dry_run,
+            "evidence": self.evidence,
             "started_at": self.started_at.isoformat(),
             "finished_at": (self.finished_at.isoformat()
                             if self.finished_at else None),

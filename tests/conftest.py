@@ -1,4 +1,6 @@
-# The database servers' fixtures (tests/databases.py), for every tier.
+# The database servers' fixtures (tests/databases.py), for every tier,
+# and a real Ceph for the whole session (tests/ceph.py).
+from tests.ceph import ceph  # noqa: F401
 from tests.databases import db_url  # noqa: F401
 from tests.databases import mysql_server  # noqa: F401
 from tests.databases import mysql_url  # noqa: F401

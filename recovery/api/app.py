@@ -17,11 +17,14 @@ from recovery.api import http
 from recovery.api import policy
 from recovery.api import validation
 from recovery.api.catalog import SegmentCatalog
+from recovery.api.fencing import FencingAPI
 from recovery.api.notifications import HostCheck
 from recovery.api.notifications import NotificationAPI
 from recovery.api.notifications import NotificationStore
 from recovery.api.segments import SegmentAPI
 from recovery.concurrency import Clock
+from recovery.confirming import ConfirmStore
+from recovery.confirming import OffCheck
 
 LOG = logging.getLogger(__name__)
 
@@ -29,7 +32,7 @@ VERSION = {"id": "v1.0", "status": "CURRENT", "version": http.VERSIONS[-1],
            "min_version": http.VERSIONS[0], "updated": "2026-11-22T00:00:00Z"}
 # The resources under /v1; anything else in their place must be a
 # project id.
-RESOURCES = frozenset({"notifications", "segments"})
+RESOURCES = frozenset({"notifications", "segments", "fencing"})
 # A project id as Masakari's router takes one by default: lower-case hex
 # digits and dashes (Keystone issues uuid4().hex; a dashed UUID from an
 # identity backend must not lose a monitor's notification to a 404).
@@ -63,9 +66,11 @@ class API:
     """``/`` (the versions), ``/v1`` and every resource under it."""
 
     def __init__(self, notifications: NotificationAPI,
-                 segments: SegmentAPI, checker: policy.Policy):
+                 segments: SegmentAPI, fencing: FencingAPI,
+                 checker: policy.Policy):
         self.notifications = notifications
         self.segments = segments
+        self.fencing = fencing
         self.checker = checker
 
     @webob.dec.wsgify
@@ -106,6 +111,8 @@ class API:
             found = self.notifications.route(req, parts[2:])
         elif parts[1] == "segments":
             found = self.segments.route(req, parts[2:])
+        elif parts[1] == "fencing":
+            found = self.fencing.route(req, parts[2:])
         else:
             return None
         return found and self._authorized(req, parts[1:], found)
@@ -159,31 +166,37 @@ class API:
             return http.error(400, "the request URL is not valid UTF-8")
 
 
-class APIStore(NotificationStore, SegmentCatalog, Protocol):
+class APIStore(NotificationStore, SegmentCatalog, ConfirmStore, Protocol):
     """What the whole API needs from the store."""
 
 
 def from_conf(conf: Any, store: APIStore, check_host: HostCheck,
               clock: Clock,
-              on_stored: Callable[[], None] = lambda: None) -> API:
+              on_stored: Callable[[], None] = lambda: None, *,
+              liveness: OffCheck) -> API:
     """``build``, with the limits ``[api]`` sets: the engine's embedded
     API and the WSGI entry point alike."""
     return build(store, check_host, clock,
                  max_body=conf.api.max_request_body_size,
                  duplicate_window=(
                      conf.api.duplicate_notification_detection_interval),
-                 on_stored=on_stored, checker=policy.from_conf(conf))
+                 on_stored=on_stored, checker=policy.from_conf(conf),
+                 liveness=liveness)
 
 
 def build(store: APIStore, check_host: HostCheck, clock: Clock, *,
-          max_body: int, duplicate_window: float,
+          max_body: int, duplicate_window: float, liveness: OffCheck,
           on_stored: Callable[[], None] = lambda: None,
           checker: policy.Policy | None = None) -> API:
     """The API over ``store``: ``check_host`` says which compute host a
-    name means, ``on_stored`` is told of each new notification,
-    ``checker`` enforces the policy (the rules' defaults if None)."""
+    name means, ``liveness`` whether a host may be off (before an
+    operator's confirmation), ``on_stored`` is told of each new
+    notification and each confirmation, ``checker`` enforces the policy
+    (the rules' defaults if None)."""
     return API(NotificationAPI(store, check_host, clock, max_body=max_body,
                                duplicate_window=duplicate_window,
                                on_stored=on_stored),
                SegmentAPI(store, check_host, clock, max_body=max_body),
+               FencingAPI(store, liveness, clock, max_body=max_body,
+                          on_confirmed=on_stored),
                checker or policy.defaults())

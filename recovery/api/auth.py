@@ -26,6 +26,9 @@ from recovery.policies import metrics
 LOG = logging.getLogger(__name__)
 
 PUBLIC_PATHS = frozenset({"", "/", "/v1", "/v1/", health.PATH})
+# Who a request with the static token is, for the record: whoever holds
+# the token.
+TOKEN_HOLDER = "operator (static API token)"
 
 
 def _unauthorized(message: str) -> webob.Response:
@@ -64,6 +67,7 @@ class StaticToken:
             return _unauthorized("the token is not valid")
         # The token's holder is the operator: an admin.
         req.environ[policy.CREDENTIALS] = policy.OPERATOR
+        req.environ[policy.CALLER] = TOKEN_HOLDER
         return req.get_response(self.app)
 
 
@@ -80,6 +84,8 @@ class KeystoneIdentity:
             return _unauthorized("a valid Keystone token is required")
         req.environ[policy.CREDENTIALS] = policy.keystone_credentials(
             req.environ)
+        req.environ[policy.CALLER] = (req.headers.get("X-User-Name")
+                                      or req.headers.get("X-User-Id"))
         return req.get_response(self.app)
 
 

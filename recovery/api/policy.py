@@ -39,6 +39,11 @@ CREDENTIALS = "recovery.credentials"
 OWNER = "recovery.owner_project"
 OPERATOR: dict[str, Any] = {"user_id": None, "project_id": None,
                             "system_scope": None, "roles": ["admin"]}
+#: The environ key of who the caller is, for the record: the token's
+#: user (recovery.api.auth puts it there).
+CALLER = "recovery.caller"
+#: Who the caller is when no Keystone token says (``noauth``).
+ANYONE = "operator (noauth API)"
 _PLACEHOLDER = re.compile(r"\{[^}]+\}")
 # The oslopolicy tools' options, not recovery's.
 _TOOL_OPTIONS = frozenset({"namespace", "output-file", "format"})
@@ -108,6 +113,13 @@ class Policy:
             return bool(self.enforcer.authorize(rule, target, creds))
         except policy.InvalidScope:
             return False
+
+
+def caller(req: webob.Request) -> str:
+    """Who made the request, for the record (the actor of what it
+    decides): the Keystone token's user, by name if it has one, else
+    by id; the static token's holder; ``ANYONE`` without either."""
+    return req.environ.get(CALLER) or ANYONE
 
 
 def owner_project(req: webob.Request) -> str | None:

@@ -126,6 +126,18 @@ HOST_CREATE = _resource("host", HOST_FIELDS, ["name"])
 HOST_UPDATE = _resource("host", HOST_FIELDS, [])
 
 
+# An operator's confirmation that a host is off (recovery's own).
+CONFIRM = {
+    "type": "object",
+    "properties": {"reason": {"type": "string"}},
+    "required": ["reason"],
+    "additionalProperties": False,
+}
+# The longest reason taken, in characters: a line of a listing, not a
+# report (the ticket it names holds the rest).
+REASON_MAX = 1000
+
+
 class Invalid(ValueError):
     """The body does not match the schema; the message names the field."""
 
@@ -203,3 +215,24 @@ def segment(body: Any, *, create: bool,
 def host(body: Any, *, create: bool) -> dict[str, Any]:
     """The validated fields of a host create or update."""
     return _fields(HOST_CREATE if create else HOST_UPDATE, body, "host")
+
+
+def reason(value: str, field: str) -> str:
+    """An operator's reason, stripped: one line of printable text, not
+    empty, at most ``REASON_MAX`` characters."""
+    text = value.strip()
+    if not text:
+        raise Invalid(f"{field}: say why, for the record (what was "
+                      f"checked, a ticket): it must not be empty")
+    if len(text) > REASON_MAX:
+        raise Invalid(f"{field}: {len(text)} characters, more than "
+                      f"{REASON_MAX}")
+    if not text.isprintable():
+        raise Invalid(f"{field}: must be one line of printable text")
+    return text
+
+
+def confirmation(body: Any) -> str:
+    """The reason of a confirmation request."""
+    _check(CONFIRM, body, "body")
+    return reason(body["reason"], "reason")

@@ -4,6 +4,7 @@ import datetime
 import uuid
 from typing import Any
 
+from recovery.confirming import Confirmed
 from recovery.db.journal import JournalEntry
 from recovery.db.segments import Host
 from recovery.db.segments import Segment
@@ -89,6 +90,20 @@ def event(item: Event) -> dict[str, Any]:
         "subject": item.subject,
         "kind": item.kind,
         "message": item.message,
+    }
+
+
+def confirmation(done: Confirmed) -> dict[str, Any]:
+    """An operator's confirmation that a host is off, as recorded, and
+    what was checked before it (recovery's own)."""
+    item = done.confirmation
+    return {
+        "host": item.host,
+        "notification_uuid": item.notification_uuid,
+        "user": item.user,
+        "reason": item.reason,
+        "created_at": timestamp(item.at),
+        "checked": done.checked,
     }
 
 

@@ -74,12 +74,18 @@ def _where(plan: Plan) -> list[str]:
         name = result.name or result.uuid
         if result.outcome is Outcome.SKIPPED:
             found.append(f"{name}: skipped ({result.reason})")
-        elif destinations.get(result.uuid):
-            found.append(f"{name} -> {destinations[result.uuid]}")
+            continue
+        if destinations.get(result.uuid):
+            where = f"{name} -> {destinations[result.uuid]}"
         elif result.uuid in short:
-            found.append(f"{name}: NO ROOM")
+            where = f"{name}: NO ROOM"
         else:
-            found.append(f"{name}: the scheduler picks (flavor unknown)")
+            where = f"{name}: the scheduler picks (flavor unknown)"
+        if result.uuid in plan.coverage:
+            reason = plan.coverage[result.uuid]
+            where += ("; storage fence covers it" if reason is None else
+                      f"; NOT covered by the storage fence ({reason})")
+        found.append(where)
     return found
 
 
@@ -90,6 +96,13 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
         result["predicted_host"] = destinations.get(result["uuid"])
         result["no_room"] = bool(plan.forecast) and (
             result["uuid"] in plan.forecast.short)
+        # A host with a storage-only fencing level: whether it alone
+        # covers the instance (null: the host has none).
+        covered = result["uuid"] in plan.coverage
+        result["storage_covered"] = (
+            plan.coverage[result["uuid"]] is None if covered else None)
+        result["storage_not_covered_why"] = (
+            plan.coverage[result["uuid"]] if covered else None)
     return body
 
 

@@ -2,13 +2,15 @@
 process is green.
 
 Exit codes: 0 every instance recovered (or nothing to do, or the edit
-made, or every fencing device answered 'fencing check'), 1 recovery
+made, or every fencing device answered 'fencing check', or the
+confirmation recorded), 1 recovery
 failed (an instance failed, fencing failed, or Nova failed or could not
 be reached) or a fencing device did not answer 'fencing check', 2 bad
 usage or config, an unknown host, segment or notification, invalid
 input, a name already taken, or a live entry 'db import-masakari'
-left behind, 3
-refused for safety (a host that heartbeats, one that another live
+left behind, or no recovery waiting for 'fencing confirm', 3
+refused for safety (a host that heartbeats, or answers the liveness
+probe when confirmed off, one that another live
 process is recovering, a host return while guests still move away,
 recovery disarmed, a segment or host edit while one of the segment's
 hosts is being recovered, or 'db contract' while an engine of an older
@@ -46,6 +48,7 @@ from recovery.db import revisions
 from recovery.db.store import Store
 from recovery.db.store import open_conf_store
 from recovery.engine import capacity as capacity_check
+from recovery.engine import holds
 from recovery.engine import runner
 from recovery.engine import simulation as game_day
 from recovery.notification import Kind
@@ -53,18 +56,23 @@ from recovery.notification import Status
 from recovery.results import Outcome
 from recovery.results import Recorder
 
+LOG = logging.getLogger(__name__)
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_REFUSED = 0, 1, 2, 3
 EXIT_TIMEOUT = 4
 # In --help and in the CLI reference and man page (doc/ext/cli.py), which
 # a test holds to the EXIT_* codes above.
 EXIT_CODES = f"""exit codes:
   {EXIT_OK}  every selected instance recovered, or there was nothing to do
+     (fencing confirm: the confirmation is recorded)
   {EXIT_FAILED}  recovery failed: an instance failed, fencing failed, a wait
      timed out, or Nova failed or could not be reached
   {EXIT_USAGE}  bad usage or configuration, an unknown host, segment or name
-     already taken, or a live entry db import-masakari left behind
+     already taken, a live entry db import-masakari left behind, or no
+     recovery of the host waiting for fencing confirm
   {EXIT_REFUSED}  refused for safety: Nova still hears from the host (and it
-     has no fencing driver), another process is recovering it, guests
+     has no fencing driver; fencing confirm: or it answers the liveness
+     probe), another process is recovering it, guests
      are still moving away from it (host-return), recovery is
      disarmed, a segment edit would change a recovery in flight, or db
      contract while an engine of an older release is alive
@@ -230,6 +238,10 @@ def _recorded_run(conf: cfg.ConfigOpts, means: runner.Means, kind: Kind,
     run.finish(Status.FINISHED if result.status is Status.FINISHED
                else Status.FAILED, result.message)
     if result.error is not None:
+        if (kind is Kind.HOST_FAILURE
+                and isinstance(result.error, exception.FencingError)):
+            # The operator's run: one alarm line, as the engine's first.
+            LOG.error("%s", holds.alarm(host, result.error, retried=False))
         raise result.error
     uuid = run.notification.uuid
     print(f"Recorded as notification {uuid}: 'recovery notifications show "
@@ -355,7 +367,10 @@ def segments_and_hosts(conf: cfg.ConfigOpts,
     return EXIT_OK
 
 
-def fencing_check(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+def fencing_action(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    if args.action == "confirm":
+        fencing.confirm(conf, args)
+        return EXIT_OK
     return EXIT_OK if fencing.check(conf, args) else EXIT_FAILED
 
 
@@ -368,7 +383,7 @@ COMMANDS = {"host-failure": host_failure, "host-return": host_return,
             "notifications": notifications, "disarm": set_arming,
             "arm": set_arming, "status": status,
             "segment": segments_and_hosts, "host": segments_and_hosts,
-            "db": db, "events": events.run, "fencing": fencing_check,
+            "db": db, "events": events.run, "fencing": fencing_action,
             "capacity": capacity_view, "simulate": simulate}
 
 

@@ -121,8 +121,11 @@ OPTS = [
         mutable=True,
         help="host:address pairs for the liveness probe, for hosts whose "
              "name does not resolve to the address to probe (the "
-             "management network). Other hosts are probed at the address "
-             "their name resolves to.",
+             "management network). A host on several networks may have "
+             "several addresses, joined by '+' "
+             "(compute-1:10.0.0.5+10.1.0.5): it is silent only when it "
+             "is silent on every one of them. Other hosts are probed at "
+             "the address their name resolves to.",
     ),
     cfg.BoolOpt(
         "auto_host_return",

@@ -43,7 +43,9 @@ OPTS = [
              "and keys. Keys: driver, address, username, password, system "
              "(Redfish path or id; default: the BMC's only system), port "
              "(IPMI, default 623), verify (Redfish), timeout (this "
-             "device's, default [fencing] timeout), agent (fence_agent: "
+             "device's, default [fencing] timeout), no_answer_timeout "
+             "(this device's, default [fencing] no_answer_timeout), "
+             "agent (fence_agent: "
              "fence_ipmilan, fence_redfish, fence_kdump, ... or a path). "
              "A fence_agent device may also set the agent's own "
              "parameters (lanplus, ssl_insecure, nodename, ...), checked "
@@ -98,6 +100,25 @@ OPTS = [
              "call included; a device's 'timeout' in credentials_file "
              "overrides it. When the last level's time runs out the "
              "fencing fails and nothing of the host is evacuated.",
+    ),
+    cfg.FloatOpt(
+        "no_answer_timeout",
+        default=5.0,
+        min=1.0,
+        help="Seconds within which a fencing device must answer anything "
+             "(a power state, an accepted request, an error, a refusal) "
+             "when its level has a later level to try; a device that has "
+             "answered nothing by then is out of reach, as a BMC that "
+             "lost its power with its host, and its level fails then, "
+             "so the next level (a storage fence, say) is tried without "
+             "waiting the whole timeout. Every call within it is bounded "
+             "by what is left of it. A device that answered anything "
+             "keeps its whole timeout, however slow its power-off; a "
+             "device of the last level tried (a host with one level) "
+             "always waits its whole timeout. BMCs answer a status "
+             "request within a few seconds even when their power-off "
+             "lags. A device's 'no_answer_timeout' in credentials_file "
+             "overrides it; set to timeout or more, it has no effect.",
     ),
     cfg.FloatOpt(
         "poll_interval",

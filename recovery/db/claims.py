@@ -23,6 +23,7 @@ import datetime
 import uuid as uuidlib
 from collections.abc import Collection
 from collections.abc import Iterator
+from collections.abc import Mapping
 from typing import Any
 
 import sqlalchemy as sa
@@ -31,6 +32,9 @@ from recovery import exception
 from recovery.db import events
 from recovery.db.claims_lock import lock_claims
 from recovery.db.claims_lock import retry_conflicts
+from recovery.db.confirmations import RETRY_CONFIRMED
+from recovery.db.confirmations import confirmed_since_claim
+from recovery.db.confirmations import confirmed_waiting
 from recovery.db.notifications import NotificationStore
 from recovery.db.notifications import canonical_payload
 from recovery.db.notifications import row_to_notification
@@ -311,8 +315,9 @@ class ClaimStore(NotificationStore):
                    failover_segment_uuid: str | None = None
                    ) -> tuple[Notification, bool]:
         """Claim a run of ``hostname`` by hand, as the intake makes it
-        (``intake.by_hand``): resume an abandoned one of ``kind``
-        (returned with True; its takeover names ``actor``), or record a
+        (``intake.by_hand``): resume an abandoned one of ``kind``, or a
+        host failure confirmed off that waits for its next attempt
+        (returned with True; its claim names ``actor``), or record a
         new one, running under ``owner``, with ``event`` as its first
         event. Raise ``RecoveryInProgress`` if a live process is
         recovering the host, or an abandoned run of the other kind
@@ -343,6 +348,8 @@ class ClaimStore(NotificationStore):
                 notifications.c.kind.in_([k.value for k in COMMANDS]),
                 notifications.c.status == Status.RUNNING.value)
                 .order_by(notifications.c.id).limit(1)).first()
+            if row is None and kind is Kind.HOST_FAILURE:
+                row = confirmed_waiting(conn, hostname)
             if row is not None:
                 item = row_to_notification(row)
                 if item.kind is not kind:
@@ -369,21 +376,54 @@ class ClaimStore(NotificationStore):
             events.insert(conn, uuid, now, event)
             return self._read(conn, uuid), False
 
-    def renew(self, uuid: str, *, holder: Holder) -> None:
-        """Extend ``holder``'s lease on its run; ``LeaseLost`` if it no
-        longer holds it. A lease that ran out is never revived."""
+    def renew_leases(self, holders: Mapping[str, Holder]) -> set[str]:
+        """Extend each holder's lease on its run (``holders`` by the
+        run's uuid), in one transaction and, for the leases of one owner
+        and length (an engine's), one statement; return the runs no longer
+        held (their lease ran out by the database's clock, or another
+        process took them over). A lease that ran out is never
+        revived."""
+        groups: dict[tuple[str, float], list[tuple[str, int]]] = {}
+        for uuid, holder in holders.items():
+            groups.setdefault((holder.owner, holder.lease), []).append(
+                (uuid, holder.token))
+        lost: set[str] = set()
         with self._tx() as conn:
-            hold_run(conn, uuid, holder, self.lease_clock(conn))
+            now = self.lease_clock(conn)
+            for (owner, lease), keys in groups.items():
+                held = (sa.tuple_(notifications.c.uuid,
+                                  notifications.c.version).in_(keys),
+                        notifications.c.owner == owner,
+                        notifications.c.status == Status.RUNNING.value,
+                        notifications.c.lease_until > now)
+                done = conn.execute(notifications.update().where(
+                    *held).values(lease_until=_later(now, lease)))
+                if done.rowcount == len(keys):
+                    continue
+                # Some are no longer held: the rows the update extended
+                # are the ones that still match it.
+                still = set(conn.execute(sa.select(
+                    notifications.c.uuid).where(*held)).scalars())
+                lost.update(uuid for uuid, _ in keys if uuid not in still)
+        return lost
 
     def finish(self, uuid: str, status: Status, message: str, *,
                holder: Holder, retry_in: float | None = None,
                event: Decision | None = None) -> None:
         """End ``holder``'s run of a notification; ``retry_in`` seconds
         until the next attempt may start. ``LeaseLost`` if it no longer
-        holds the run. ``event``: recorded with the end."""
+        holds the run. ``event``: recorded with the end. A run that
+        ends in error or failed after an operator confirmed its host off
+        during the attempt is due again at once, in error."""
         with self._tx() as conn:
             now = self.lease_clock(conn)
             hold_run(conn, uuid, holder, now)
+            if status in (Status.ERROR, Status.FAILED) and (
+                    confirmed_since_claim(conn, uuid)):
+                status, retry_in = Status.ERROR, None
+                message = f"{message}; {RETRY_CONFIRMED}"
+                event = event and dataclasses.replace(
+                    event, kind=EventKind.ERROR, message=message)
             conn.execute(notifications.update().where(
                 notifications.c.uuid == uuid).values(
                     status=status.value, message=message, owner=None,

@@ -10,8 +10,10 @@ notification) is atomic across processes.
 ``Store`` is one face over its parts, each in its own module by what it
 owns: notifications (``notifications``) and who runs them (``claims``),
 what runs did (``journal``), the engine's control state (``control``),
-failover segments (``segments``), and the operator's decision log
-(``events``). Every part runs its transactions
+failover segments (``segments``), the operator's decision log
+(``events``) and their confirmations that a host is off
+(``confirmations``), and each fencing device's lag learned from its
+past fencings (``fence_lags``). Every part runs its transactions
 through one choke point (``transaction``), where database errors become
 the project's.
 """
@@ -29,15 +31,17 @@ from recovery.db import connection
 from recovery.db import migrate
 from recovery.db import revisions
 from recovery.db.claims import ClaimStore
+from recovery.db.confirmations import ConfirmationStore
 from recovery.db.control import ControlStore
 from recovery.db.events import EventStore
+from recovery.db.fence_lags import FenceLagStore
 from recovery.db.journal import CommitGroup
 from recovery.db.journal import JournalStore
 from recovery.db.segments import SegmentStore
 
 
 class Store(ClaimStore, JournalStore, ControlStore, SegmentStore,
-            EventStore):
+            EventStore, ConfirmationStore, FenceLagStore):
     def __init__(self, engine: sa.engine.Engine):
         self._engine = engine
         self._group = CommitGroup()

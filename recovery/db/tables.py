@@ -218,6 +218,22 @@ probe_views = sa.Table(
     sa.Column("seen_at", UTCDateTime, nullable=False),
 )
 
+# Each fencing device's lag, learned from its past fencings
+# (recovery.pacing): the longest and the last time from an accepted
+# power-off request to the power read Off, over how many fencings. The
+# device is its key (driver and target, never a secret); the host is the
+# one last fenced through it, for an operator reading the table. Double
+# precision (FLOAT(53)): MySQL's plain FLOAT is single.
+fence_lags = sa.Table(
+    "fence_lags", metadata,
+    sa.Column("device", sa.String(255), primary_key=True),
+    sa.Column("host", sa.String(255), nullable=False),
+    sa.Column("longest", sa.Float(precision=53), nullable=False),
+    sa.Column("last", sa.Float(precision=53), nullable=False),
+    sa.Column("fencings", sa.Integer, nullable=False),
+    sa.Column("updated_at", UTCDateTime, nullable=False),
+)
+
 # Rows locked (SELECT ... FOR UPDATE) to serialize a check and the write
 # it allows across engines: "claims" guards "no live run of this host"
 # and the claim. SQLite's BEGIN IMMEDIATE serializes them already.

@@ -31,9 +31,11 @@ _UNAVAILABLE = (sa.exc.OperationalError, sa.exc.DisconnectionError,
 
 def translate(exc: Exception) -> exception.StoreError:
     """The project's exception for one of SQLAlchemy's."""
-    # The driver's own words ("database is locked"), without SQLAlchemy's
-    # statement dump and documentation link.
-    detail = str(getattr(exc, "orig", None) or exc)
+    # The driver's own words ("database is locked") on one line, without
+    # SQLAlchemy's statement dump, its parameters and documentation link:
+    # oslo.db wraps SQLAlchemy's error, which wraps the driver's.
+    inner = getattr(exc, "inner_exception", None) or exc
+    detail = " ".join(str(getattr(inner, "orig", None) or inner).split())
     if isinstance(exc, _UNAVAILABLE):
         return exception.StoreUnavailable(
             f"the database is unavailable: {detail} (unreachable, locked "

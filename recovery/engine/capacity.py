@@ -36,6 +36,8 @@ from recovery.db.segments import Segment
 from recovery.events import Decision
 from recovery.events import Event
 from recovery.events import EventKind
+from recovery.fencing import HostFence
+from recovery.fencing import load_fencing
 from recovery.flows import Cloud
 from recovery.flows import Env
 from recovery.flows import EvacuationWatcher
@@ -145,6 +147,21 @@ def plan_env(conf: cfg.ConfigOpts, nova: Nova,
                recorder=_Silent(), watcher=EvacuationWatcher(clock))
 
 
+def fences(conf: cfg.ConfigOpts) -> Callable[[str], HostFence | None]:
+    """Each host's fencing, for what a plan says its storage fence would
+    cover; None for a host whose fencing is not set up right (its runs
+    say why)."""
+    fencing = load_fencing(conf)
+
+    def fence_of(host: str) -> HostFence | None:
+        try:
+            return fencing.for_host(host)
+        except exception.ConfigError:
+            return None
+
+    return fence_of
+
+
 @dataclasses.dataclass(frozen=True)
 class View:
     """'recovery capacity': each group's figure, and each host's plan
@@ -158,12 +175,13 @@ def capacity_view(conf: cfg.ConfigOpts, store: SegmentSource, nova: Nova,
                   clock: concurrency.Clock) -> View:
     env, cloud = plan_env(conf, nova, clock), look(nova)
     segments = Segments(store)
+    fence_of = fences(conf)
     found = []
     for group in groups(conf, segments, cloud):
         def methods(host):
             return placement_for_host(env, segments, host, "")
         found.append((failures_tolerated(env, cloud, group, methods),
-                      if_each_failed(env, cloud, group, methods)))
+                      if_each_failed(env, cloud, group, methods, fence_of)))
     return View(conf.capacity.failures_to_tolerate, found)
 
 

@@ -14,6 +14,7 @@ to the socket (``recovery.nova``).
 """
 
 import logging
+from collections.abc import Mapping
 from typing import Protocol
 
 from recovery import concurrency
@@ -105,31 +106,33 @@ class Lease:
             self._ending = True
         return self.write(fn, *args, **kwargs)
 
-    def renew(self, fn) -> bool:
-        """The keeper's renewal, ``fn(uuid, holder=...)``: False, and
-        nothing sent or nothing lost, once the run is ending."""
+    def renewing(self) -> bool:
+        """Whether the keeper renews it: False once the run is ending (its
+        last write is sent or made); ``LeaseLost`` once it ran out by this
+        process's clock."""
         with self._lock:
             if self._ending:
                 return False
         self.check()
-        sent_at = self._clock.monotonic()
-        try:
-            fn(self.uuid, holder=self.holder)
-        except exception.LeaseLost as exc:
-            with self._lock:
-                ending = self._ending
-            if ending:
+        return True
+
+    def not_renewed(self) -> bool:
+        """The database did not renew it: lost, and True; False when the
+        run's end overtook the renewal (the run is no longer running, so
+        no longer held: that is its end, not a loss)."""
+        with self._lock:
+            if self._ending:
                 return False
-            self.lose(str(exc))
-            raise
-        self.extended(sent_at)
+        self.lose(f"it is no longer held by {self.holder.owner} (its "
+                  f"lease ran out by the database's clock, or another "
+                  f"process took the run over)")
         return True
 
 
 class Renewals(Protocol):
     """What the keeper needs from the store."""
 
-    def renew(self, uuid: str, *, holder: Holder) -> None: ...
+    def renew_leases(self, holders: Mapping[str, Holder]) -> set[str]: ...
 
 
 class LeaseKeeper:
@@ -172,25 +175,35 @@ class LeaseKeeper:
         with self._lock:
             return list(self._leases.values())
 
-    def _still_tracked(self, lease: Lease) -> bool:
-        with self._lock:
-            return self._leases.get(lease.uuid) is lease
-
     def renew(self) -> None:
+        """Renew every lease it tracks that is not ending, in one store
+        call (one statement per engine)."""
+        due = []
         for lease in self.tracked():
-            # A run that ended since the list was made is not renewed.
-            if not self._still_tracked(lease):
-                continue
             try:
-                if lease.renew(self._store.renew):
-                    METRICS.renewals.labels("renewed").inc()
+                if lease.renewing():
+                    due.append(lease)
             except exception.LeaseLost:
                 METRICS.renewals.labels("lost").inc()
                 self.untrack(lease)
-            except exception.StoreError as exc:
-                METRICS.renewals.labels("store_unavailable").inc()
-                LOG.warning("Could not renew the lease of notification "
-                            "%s: %s", lease.uuid, exc)
+        if not due:
+            return
+        sent_at = self._clock.monotonic()
+        try:
+            lost = self._store.renew_leases(
+                {lease.uuid: lease.holder for lease in due})
+        except exception.StoreError as exc:
+            METRICS.renewals.labels("store_unavailable").inc(len(due))
+            LOG.warning("Could not renew the leases of notifications %s: "
+                        "%s", ", ".join(lease.uuid for lease in due), exc)
+            return
+        for lease in due:
+            if lease.uuid not in lost:
+                lease.extended(sent_at)
+                METRICS.renewals.labels("renewed").inc()
+            elif lease.not_renewed():
+                METRICS.renewals.labels("lost").inc()
+                self.untrack(lease)
 
     def _renew_until_closed(self) -> None:
         while not self._closed.wait(self._seconds / 3):

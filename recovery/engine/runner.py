@@ -31,7 +31,10 @@ from recovery import concurrency
 from recovery import exception
 from recovery import intake
 from recovery.bus.wire import owner_event
+from recovery.confirmation import Confirmation
 from recovery.db.claims import Holder
+from recovery.engine.agreement import StoreAgreement
+from recovery.engine.agreement import ViewStore
 from recovery.engine.lease import Lease
 from recovery.engine.lease import LeaseKeeper
 from recovery.engine.lease import Renewals
@@ -59,6 +62,7 @@ from recovery.notification import Status
 from recovery.notification import StepEvent
 from recovery.nova import Nova
 from recovery.nova import load_nova
+from recovery.pacing import LagBook
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -69,9 +73,12 @@ from recovery.results import StepState
 LOG = logging.getLogger(__name__)
 
 
-class RunStore(ReservedHostStore, Protocol):
+class RunStore(ReservedHostStore, ViewStore, LagBook, Protocol):
     """What a run needs from the store: its journal, its steps, its end,
-    the restarts of an instance, and the reserved hosts (the flows')."""
+    the restarts of an instance, the reserved hosts (the flows'), an
+    operator's confirmation that a failed host is off, the engines'
+    probe views (the evidence rule of a storage fence) and the fencing
+    devices' lags."""
     def save_instance(self, uuid: str, result: InstanceResult,
                       now: datetime.datetime, holder: Holder | None = None,
                       event: Decision | None = None) -> None: ...
@@ -88,6 +95,8 @@ class RunStore(ReservedHostStore, Protocol):
     def restarts_since(self, instance_uuid: str, since: datetime.datetime,
                        excluding_uuid: str | None = None
                        ) -> list[datetime.datetime]: ...
+    def confirmation(self, notification_uuid: str
+                     ) -> Confirmation | None: ...
 
 
 class ByHandRunStore(RunStore, intake.ByHandStore, Renewals, Protocol):
@@ -362,8 +371,13 @@ def _recover_host(env: Env, store: RunStore, notification: Notification,
         heartbeat=parse_time(notification.payload.get("heartbeat"))
         if detected else None,
         journal=store.journal(notification.uuid),
-        placement=placement_for_host(env, store, host, notification.uuid))
+        placement=placement_for_host(env, store, host, notification.uuid),
+        confirmed=lambda: store.confirmation(notification.uuid),
+        engines=StoreAgreement(store, env.settings), lags=store)
     summary = f"{host}: {report.summary()}"
+    if report.evidence:
+        # Not its power: what proved it off, and on which evidence.
+        summary += f" (proved off: {report.evidence})"
     if report.succeeded:
         return Attempt(Status.FINISHED, summary, report)
     failed = [r for r in report.instances if r.outcome is Outcome.FAILED]
@@ -373,7 +387,9 @@ def _recover_host(env: Env, store: RunStore, notification: Notification,
 
 def _return_host(env: Env, store: RunStore, notification: Notification,
                  fencing: Fencing) -> Attempt:
-    return Attempt(Status.FINISHED, return_host(env, notification.hostname))
+    host = notification.hostname
+    return Attempt(Status.FINISHED,
+                   return_host(env, host, fencing.for_host(host)))
 
 
 def _restart_instance(env: Env, store: RunStore,

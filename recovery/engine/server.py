@@ -30,6 +30,7 @@ from recovery.api import app
 from recovery.api import auth
 from recovery.api import health
 from recovery.api import starting
+from recovery.confirming import Liveness
 from recovery.db.store import Store
 from recovery.db.store import Unreachable
 from recovery.db.store import open_conf_store
@@ -254,8 +255,10 @@ def build(conf: cfg.ConfigOpts, notifier: Notifier) -> Server:
     if served is not None:
         checker = load_nova(conf, clock, timeout=conf.api.nova_check_timeout,
                             retries=0, rate=0)
-        deferred.serve(app.from_conf(conf, store, checker.match_compute_host,
-                                     clock, on_stored=engine.wake.set))
+        deferred.serve(app.from_conf(
+            conf, store, checker.match_compute_host, clock,
+            on_stored=engine.wake.set,
+            liveness=Liveness.from_conf(conf, checker)))
     return Server(conf, store, engine, served, notifier, metrics=metrics,
                   api=api)
 

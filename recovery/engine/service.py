@@ -27,7 +27,9 @@ for the per-window cap and the mass-failure brake (``gates``).
 
 Its parts come from ``server.build``: the detector, the gates, the lease
 keeper, and how a claimed notification is run (``attempt``, given the
-``runner.Run`` of the claim).
+``runner.Run`` of the claim). A host failure that fencing holds is told
+by ``holds``, once recorded: one ALARM per hold of a host, or of its
+failure domain (``recovery.engine.holds``).
 """
 
 import logging
@@ -51,6 +53,8 @@ from recovery.engine.capacity import CapacityStore
 from recovery.engine.capacity import CapacityWatch
 from recovery.engine.detector import Detector
 from recovery.engine.gates import Gates
+from recovery.engine.holds import Holds
+from recovery.engine.holds import HoldStore
 from recovery.engine.lease import LeaseKeeper
 from recovery.events import Decision
 from recovery.events import EventKind
@@ -71,9 +75,10 @@ IDLE_WAIT = 1.0
 Attempter = Callable[[runner.Run], runner.Attempt]
 
 
-class EngineStore(runner.RunStore, CapacityStore, Protocol):
+class EngineStore(runner.RunStore, CapacityStore, HoldStore, Protocol):
     """What the loop needs from the store: the registry of engines, the
-    claims and holds, and what its runs and its capacity refresh need."""
+    claims and holds, and what its runs, its capacity refresh and its
+    fencing holds need."""
     def engine_seen(self, name: str, host: str, pid: int | None,
                     backend: str | None = None) -> None: ...
     def engine_gone(self, name: str) -> None: ...
@@ -92,10 +97,13 @@ class Engine:
                  clock: concurrency.Clock, *, detector: Detector,
                  gates: Gates, keeper: LeaseKeeper, attempt: Attempter,
                  heartbeat: Callable[[str], None] = lambda status: None,
-                 capacity: CapacityWatch | None = None):
+                 capacity: CapacityWatch | None = None,
+                 holds: Holds | None = None):
         """``keeper``: renews the lease of every run of this engine,
         from ``serve`` until it returns. ``capacity``: refreshes the
-        failures tolerated (default: from the detector's Nova)."""
+        failures tolerated (default: from the detector's Nova).
+        ``holds``: tells the host failures fencing holds (default: by
+        the failure domains the detector reads, the gates' too)."""
         self.conf = conf
         self.store = store
         self.clock = clock
@@ -106,6 +114,9 @@ class Engine:
         self.capacity = capacity or CapacityWatch(
             conf, store, detector.nova, clock, detector.name,
             busy=self.in_flight)
+        self.holds = holds or Holds(store, clock,
+                                    detector.fast.domains.of_hosts,
+                                    self.owner)
         self.heartbeat = heartbeat
         self.wake = concurrency.Event()
         self._stopping = concurrency.Event()
@@ -401,21 +412,31 @@ class Engine:
     def _finish(self, run: runner.Run, result: runner.Attempt) -> None:
         notification = run.notification
         status, message, retry = result.status, result.message, None
+        # Which attempt ended, and what comes next: for an error.
+        attempt = ""
         group = self.conf.engine
         if status is Status.ERROR:
             if notification.attempts >= group.retry_max_attempts:
                 status = Status.FAILED
-                message = (f"{message} (gave up after "
-                           f"{notification.attempts} attempts)")
+                attempt = f"gave up after {notification.attempts} attempts"
             else:
                 retry = runner.retry_delay(notification.attempts,
                                            group.retry_backoff,
                                            group.retry_backoff_max)
-                message = (f"{message} (attempt {notification.attempts}; "
-                           f"retry in {retry:g} s)")
-        log = LOG.info if status is Status.FINISHED else LOG.error
-        log("Notification %s %s: %s", notification.uuid, status.value,
-            message)
+                attempt = (f"attempt {notification.attempts}; retry in "
+                           f"{retry:g} s")
+            message = f"{message} ({attempt})"
+        # A host fencing holds is told by the holds, once it is recorded:
+        # an ALARM once per hold, a warning at each retry.
+        held = (notification.kind is Kind.HOST_FAILURE
+                and isinstance(result.error, exception.FencingError))
+        if not held:
+            log = LOG.info if status is Status.FINISHED else LOG.error
+            log("Notification %s %s: %s", notification.uuid, status.value,
+                message)
         run.finish(status, message, retry_in=retry)
+        if held:
+            self.holds.held(notification, result.error, attempt,
+                            retried=retry is not None)
         bus.publish(process_ended(notification, status, result.error
                                   or exception.RecoveryError(message)))

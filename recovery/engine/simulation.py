@@ -27,6 +27,7 @@ from recovery.domains import assess
 from recovery.engine.capacity import EventLog
 from recovery.engine.capacity import Segments
 from recovery.engine.capacity import SegmentSource
+from recovery.engine.capacity import fences
 from recovery.engine.capacity import look
 from recovery.engine.capacity import plan_env
 from recovery.engine.gates import GateStore
@@ -84,7 +85,7 @@ def simulate(conf: cfg.ConfigOpts, store: SimulationStore, nova: Nova,
             raise hostnames.unknown_host(host)
     segments = Segments(store)
     plans = simulate_plans(env, cloud, failed, lambda host: (
-        placement_for_host(env, segments, host, "")))
+        placement_for_host(env, segments, host, "")), fences(conf))
     verdicts = gates(conf, store, nova, clock, cloud, failed)
     estimate = estimate_time(store, plans, env.settings.threads,
                              conf.engine.max_concurrent_host_recoveries)

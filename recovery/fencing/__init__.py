@@ -33,14 +33,20 @@ from recovery.fencing.credentials import Fencing
 from recovery.fencing.credentials import load_fencing
 from recovery.fencing.fencer import BmcRefused
 from recovery.fencing.fencer import BmcSettings
+from recovery.fencing.fencer import DeviceKind
 from recovery.fencing.fencer import Fencer
+from recovery.fencing.fencer import StorageFence
 from recovery.fencing.fencer import Timing
+from recovery.fencing.fencer import Unreachable
 from recovery.fencing.fencer import call_bounded
 from recovery.fencing.levels import DeviceAttempt
 from recovery.fencing.levels import DeviceCheck
 from recovery.fencing.levels import HostFence
+from recovery.fencing.levels import Level
+from recovery.fencing.levels import Proof
 from recovery.fencing.secret import Secret
 
 __all__ = ["BmcRefused", "BmcSettings", "DeviceAttempt", "DeviceCheck",
-           "Fencer", "Fencing", "HostFence", "Secret", "Timing",
-           "call_bounded", "load_fencing"]
+           "DeviceKind", "Fencer", "Fencing", "HostFence", "Level", "Proof",
+           "Secret", "StorageFence", "Timing", "Unreachable", "call_bounded",
+           "load_fencing"]

@@ -10,7 +10,12 @@ fence_redfish, fence_idrac, fence_scsi, ...) is run through the loop
 every driver shares: ``off``, then ``status`` until it reads off. An
 agent with no ``status`` (fence_kdump) proves the host dead by its
 ``off`` alone: fence_kdump's exits 0 when the host's crash kernel has
-said it is writing its dump.
+said it is writing its dump. It is a message (``DeviceKind.MESSAGE``),
+not a power device: its silence says nothing of the BMCs.
+
+The agents do not tell a device out of reach from a refused login (both
+exit 1, with the same words): a power agent that never gave an answer
+that worked is taken as out of reach (``Unreachable``, ``NoAnswer``).
 
 The parameters, password included, go to the agent on standard input
 only: never on a command line or in the environment (the IPMI agents,
@@ -39,10 +44,12 @@ from recovery.exception import FencingError
 from recovery.fencing import ipmitool_shim
 from recovery.fencing.fencer import BmcSettings
 from recovery.fencing.fencer import Check
+from recovery.fencing.fencer import DeviceKind
 from recovery.fencing.fencer import Fencer
 from recovery.fencing.fencer import Timing
 from recovery.fencing.fencer import call_bounded
 from recovery.metrics import METRICS
+from recovery.pacing import Lag
 
 LOG = logging.getLogger(__name__)
 
@@ -205,6 +212,8 @@ class AgentFencer(Fencer):
         self.parameters = dict(parameters)
         info = metadata(path)
         self.proves_by_off = "status" not in info.actions
+        if self.proves_by_off:
+            self.kind = DeviceKind.MESSAGE
         # Whether the device gave an answer that worked, and its last
         # failure with how many times in a row (see _failed).
         self._answered = False
@@ -282,9 +291,11 @@ class AgentFencer(Fencer):
         from a device out of reach (both are exit status 1), so a device
         that has given the same failure ``REFUSAL_REPEATS`` times in a
         row, and nothing that worked, is taken as refusing: it is not
-        asked again in this fencing (``BmcRefused``), and a wrong
-        password does not lock the account out. An agent killed at its
-        time is not an answer, and does not count."""
+        asked again in this fencing, and a wrong password does not lock
+        the account out. Having never answered, it counts as out of
+        reach too (``NoAnswer``): a BMC that lost its power fails so.
+        An agent killed at its time is not an answer, and does not
+        count."""
         line = answer.describe()
         last, count = self._repeats
         self._repeats = (line, count + 1 if line == last else 1)
@@ -292,7 +303,8 @@ class AgentFencer(Fencer):
             return self._error(action, (
                 f"{line}; the same failure {REFUSAL_REPEATS} times and no "
                 f"answer that worked: taken as a refusal (credentials, "
-                f"address or parameters), not asked again"), refused=True)
+                f"address or parameters), not asked again"), refused=True,
+                unanswered=True)
         return self._error(action, line)
 
     def check(self, clock: concurrency.Clock) -> list[Check]:
@@ -330,9 +342,12 @@ class AgentFencer(Fencer):
         return checks
 
     # -- an agent whose off is its proof ------------------------------------
-    def power_off(self, clock: concurrency.Clock) -> str:
+    def power_off(self, clock: concurrency.Clock,
+                  lag: Lag | None = None) -> str:
+        """A power agent's off is paced by ``lag`` (``Fencer``); an agent
+        whose off is its proof is asked once, and has no lag."""
         if not self.proves_by_off:
-            return super().power_off(clock)
+            return super().power_off(clock, lag)
         started = clock.monotonic()
         timeout = self.timing.timeout
         extra = {}

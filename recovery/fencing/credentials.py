@@ -103,13 +103,17 @@ class Fencing:
         """One device from its settings; ``own``: the keys its section
         wrote itself (checked strictly), ``subject`` names it in errors."""
         timing = self.timing
-        if "timeout" in values:
-            timing = dataclasses.replace(timing,
-                                         timeout=timeout(values["timeout"]))
+        for key in ("timeout", "no_answer_timeout"):
+            if key in values:
+                timing = dataclasses.replace(
+                    timing, **{key: timeout(values[key])})
         driver = values["driver"].text
         if driver == "fence_agent":
             return Device(name, devices.agent_fencer(host, values, own,
                                                      subject, timing))
+        if driver == "ceph":
+            return Device(name, devices.ceph_fencer(host, values, own,
+                                                    subject, timing))
         return Device(name, devices.driver_fencer(host, values, subject,
                                                   timing))
 
@@ -166,7 +170,8 @@ def load_fencing(conf: cfg.ConfigOpts) -> Fencing:
     """
     group = conf.fencing
     timing = Timing(timeout=group.timeout, poll_interval=group.poll_interval,
-                    attempts=group.attempts)
+                    attempts=group.attempts,
+                    no_answer_timeout=group.no_answer_timeout)
     defaults = {key: Value(str(getattr(group, key)), f"[fencing] {key}")
                 for key in ("driver", "address", "username", "password",
                             "verify")

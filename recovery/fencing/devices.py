@@ -1,16 +1,19 @@
 """Building one device's fencer from its settings: a ``redfish`` or
-``ipmi`` driver from the BMC's settings, or a ``fence_agent`` from the
-connection keys mapped to the agent's own parameters.
+``ipmi`` driver from the BMC's settings, a ``fence_agent`` from the
+connection keys mapped to the agent's own parameters, or a ``ceph``
+storage fence from its own keys.
 
-The drivers' modules (sushy, pyghmi, the agents' subprocess plumbing)
-are imported here only when a device needs them.
+The drivers' modules (sushy, pyghmi, the agents' subprocess plumbing,
+Ceph's bindings) are imported here only when a device needs them.
 """
 
 import dataclasses
 import importlib
 import os
+import re
 import urllib.parse
 from collections.abc import Mapping
+from typing import Any
 
 from recovery.exception import ConfigError
 from recovery.fencing import values as checks
@@ -22,6 +25,8 @@ from recovery.fencing.secret import Secret
 from recovery.fencing.values import CONNECTION
 from recovery.fencing.values import Value
 
+CEPH_CONF = "/etc/ceph/ceph.conf"
+CEPH_EXPIRE = 30 * 24 * 3600     # a month
 _DRIVER_CLASSES = {"redfish": ("recovery.fencing.redfish", "RedfishFencer"),
                    "ipmi": ("recovery.fencing.ipmi", "IpmiFencer")}
 
@@ -67,6 +72,50 @@ def _driver_class(driver: str) -> type[Fencer]:
         raise ConfigError(f"fencing driver {driver} cannot be loaded: "
                           f"{exc}") from exc
     return getattr(module, class_name)
+
+
+def ceph_fencer(host: str, values: dict[str, Value],
+                own: dict[str, Value], subject: str,
+                timing: Timing) -> Fencer:
+    """A ``ceph`` device (a storage fence): its own keys only; the
+    connection keys it inherits from its host are a BMC's, not its."""
+    from recovery.fencing import ceph
+    from recovery.fencing import ceph_client
+
+    for key in CONNECTION:
+        if key in own:
+            raise ConfigError(f"{own[key].where}: driver ceph takes no "
+                              f"'{key}' (its keys: "
+                              f"{', '.join(checks.CEPH_KEYS)})")
+    if "storage_address" not in values:
+        raise ConfigError(f"driver ceph needs 'storage_address' (the "
+                          f"host's Ceph client addresses: '{{host}}-storage'"
+                          f" or IP addresses) for {subject}")
+    settings = ceph.CephSettings(host=host, **_ceph_settings(
+        host, values, subject))
+    ceph_client.bindings()     # ConfigError naming the packages
+    return ceph.CephFencer(settings, timing)
+
+
+def _ceph_settings(host: str, values: dict[str, Value],
+                   subject: str) -> dict[str, Any]:
+    """A ``ceph`` device's settings, checked, its defaults filled in."""
+    def get(key: str, default: str) -> Value:
+        return values.get(key, Value(default, f"{subject}: {key} (default)"))
+
+    user = get("ceph_user", "recovery").text
+    keyring = get("keyring", f"/etc/ceph/ceph.client.{user}.keyring")
+    return {
+        "conf": checks.readable(get("ceph_conf", CEPH_CONF), "ceph.conf"),
+        "user": user, "keyring": checks.readable(keyring, "keyring"),
+        "addresses": checks.storage_addresses(values["storage_address"],
+                                              host),
+        "expire": checks.expire(get("expire", str(CEPH_EXPIRE))),
+        "ephemeral_pool": get("ephemeral_pool", "").text or None,
+        "volume_pools": tuple(pool for pool in re.split(
+            r"[\s,]+", get("volume_pools", "").text) if pool),
+        "watch_timeout": checks.seconds(get("watch_timeout", "30"),
+                                        "a watch timeout")}
 
 
 def agent_fencer(host: str, values: dict[str, Value],

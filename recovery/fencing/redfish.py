@@ -3,6 +3,8 @@
 Power-off is ``ComputerSystem.Reset`` with ``ForceOff``; the proof is
 ``PowerState`` read back as ``Off``: the 204 of the reset proves nothing,
 BMCs apply power changes seconds later. Authentication is HTTP Basic.
+An HTTP error status is an answer (the BMC has power); a connection
+that fails or times out is not.
 ``_translate`` is the one place where sushy's (and requests') errors
 become FencingError.
 """
@@ -102,9 +104,11 @@ class RedfishFencer(Fencer):
             raise self._translate(exc, what) from exc
 
     def _translate(self, exc: Exception, what: str) -> FencingError:
-        """The one place sushy's errors become FencingError."""
+        """The one place sushy's errors become FencingError. An HTTP
+        error status is the BMC's answer (``AnsweredError``)."""
         return self._error(what, detail_of(exc), refused=isinstance(
-            exc, _REFUSALS) or _is_tls_error(exc))
+            exc, _REFUSALS) or _is_tls_error(exc),
+            answered=isinstance(exc, sushy_exc.HTTPError))
 
 
 def _is_tls_error(exc: BaseException) -> bool:

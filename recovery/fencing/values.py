@@ -13,16 +13,25 @@ import urllib.parse
 
 from recovery.exception import ConfigError
 
-DRIVERS = ("none", "redfish", "ipmi", "fence_agent")
+DRIVERS = ("none", "redfish", "ipmi", "fence_agent", "ceph")
 # The connection keys a device takes from its host when it sets none.
 CONNECTION = ("address", "username", "password", "system", "port",
               "verify")
-KEYS = ("driver", *CONNECTION, "agent", "timeout", "level<N>")
+# The keys of driver ceph (a storage fence), in its own section only.
+CEPH_KEYS = ("ceph_conf", "ceph_user", "keyring", "storage_address",
+             "expire", "ephemeral_pool", "volume_pools", "watch_timeout")
+KEYS = ("driver", *CONNECTION, "agent", "timeout", "no_answer_timeout",
+        *CEPH_KEYS, "level<N>")
+# A blocklist entry must outlive any plausible outage (seconds).
+MIN_EXPIRE = 3600.0
 LEVEL = re.compile(r"level([1-9][0-9]?)$")
 DEVICE_PREFIX = "device:"
 REDFISH_SYSTEMS = "/redfish/v1/Systems/"
 
 _TRUE = ("true", "yes", "on", "1")
+# A host name, an IPv4 address or an IPv6 one (checked by getaddrinfo
+# or ipaddress when used).
+_IP_OR_NAME = re.compile(r"[A-Za-z0-9_.-]+|[0-9A-Fa-f:.]*:[0-9A-Fa-f:.]*")
 _FALSE = ("false", "no", "off", "0")
 
 
@@ -60,6 +69,75 @@ def check_values(values: dict[str, Value]) -> None:
         verify(values["verify"])
     if "timeout" in values:
         timeout(values["timeout"])
+    driver = values["driver"].text if "driver" in values else None
+    if "no_answer_timeout" in values:
+        timeout(values["no_answer_timeout"])
+        if driver == "ceph":
+            raise ConfigError(f"{values['no_answer_timeout'].where}: "
+                              f"driver ceph has no no_answer_timeout (a "
+                              f"monitor that does not answer is given up "
+                              f"at its timeout)")
+    levels = any(LEVEL.match(key) for key in values)
+    for key in CEPH_KEYS:
+        if key in values and (levels or driver not in (None, "ceph")):
+            raise ConfigError(f"{values[key].where}: '{key}' is a key of "
+                              f"driver ceph only (set it in the section "
+                              f"that says driver = ceph)")
+    if "expire" in values:
+        expire(values["expire"])
+    if "watch_timeout" in values:
+        seconds(values["watch_timeout"], "a watch timeout")
+
+
+def seconds(value: Value, what: str) -> float:
+    """A positive number of seconds."""
+    try:
+        number = float(value.text)
+    except ValueError:
+        number = 0.0
+    if not 0 < number < float("inf"):
+        raise ConfigError(f"{value.where}: '{value.text}' is not {what} in "
+                          f"seconds (more than 0)")
+    return number
+
+
+def expire(value: Value) -> float:
+    """A blocklist entry's lifetime: an hour or more."""
+    number = seconds(value, "an expiry")
+    if number < MIN_EXPIRE:
+        raise ConfigError(f"{value.where}: '{value.text}' seconds is too "
+                          f"short: a storage fence must outlive any "
+                          f"plausible outage ({MIN_EXPIRE:g} s or more; "
+                          f"default 30 days)")
+    return number
+
+
+def readable(value: Value, what: str) -> str:
+    """The path of a file this process can read."""
+    try:
+        with open(value.text, "rb"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"{value.where}: {what} {value.text} cannot be "
+                          f"read: {exc.strerror}") from exc
+    return value.text
+
+
+def storage_addresses(value: Value, host: str) -> tuple[str, ...]:
+    """A comma list of host names (``{host}`` put in) or IP addresses."""
+    names = []
+    for item in re.split(r"[\s,]+", value.text):
+        if not item:
+            continue
+        name = item.replace("{host}", host)
+        if not _IP_OR_NAME.fullmatch(name):
+            raise ConfigError(f"{value.where}: '{item}' is not a host name "
+                              f"or IP address ('{{host}}' stands for the "
+                              f"host's name)")
+        names.append(name)
+    if not names:
+        raise ConfigError(f"{value.where}: no storage address")
+    return tuple(names)
 
 
 def timeout(value: Value) -> float:

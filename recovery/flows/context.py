@@ -49,6 +49,13 @@ class Settings:
     process_disable_reason: str
     # The detector's liveness probe ([detector]), None when not set.
     liveness_probe: Probe | None
+    # How the engines' probe views are read, as the fast path reads
+    # them: seconds silent ([detector] silence_window), how recent a view
+    # must be, and how recently an engine must have been seen to count
+    # as live ([engine] lease_seconds). The evidence rule's.
+    silence_window: float
+    views_fresh: float
+    engine_lease: float
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> "Settings":
@@ -82,7 +89,13 @@ class Settings:
                 conf.instance_failure.max_restarts_per_window),
             restart_window=conf.instance_failure.restart_window,
             process_disable_reason=conf.process_failure.disable_reason,
-            liveness_probe=Probe.from_conf(conf))
+            liveness_probe=Probe.from_conf(conf),
+            silence_window=conf.detector.silence_window,
+            # As the fast path's look (engine.fast_path: fresh).
+            views_fresh=max(conf.detector.silence_window,
+                            2 * conf.detector.poll_interval,
+                            3 * conf.detector.probe_interval),
+            engine_lease=conf.engine.lease_seconds)
 
 
 def _never() -> bool:

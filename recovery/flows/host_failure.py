@@ -1,11 +1,13 @@
 """The host-failure flow: isolate a dead host, then recover its instances.
 
 1. Make sure the host is really down: refuse if Nova still hears from it,
-   unless a fencing driver powers it off (and verifies it is Off) first.
-   Then take it out of scheduling: force-down and disable, in one
-   request.
+   unless a fencing driver powers it off (and verifies it is Off) first,
+   or fences its storage on the evidence rule (``evidence``), or an
+   operator confirmed it off. Then take it out of scheduling: force-down
+   and disable, in one request.
 2. List its instances after it is isolated, so nothing new lands between
-   the listing and the disable; select them.
+   the listing and the disable; select them. With a storage fence alone
+   as the proof, hold those it does not cover (``coverage``).
 3. Recover each selected instance on a pool of
    ``host_failure_recovery_threads`` tasks, to the destinations its
    recovery method gives (``placement``), highest restart priority
@@ -19,9 +21,10 @@ A run may continue an earlier one from its journal: finished instances
 are kept, the others are reconciled with Nova and never evacuated twice.
 
 This module is the orchestration, in that order; the steps are in the
-rooms beside it: ``isolation`` (1), ``triage`` (the selection and
-phases of 2 and 3), ``plan`` (a dry run's report, and what earlier runs
-left), ``lock_sweep`` (the locks left, after 5).
+rooms beside it: ``isolation`` (1), ``evidence`` (1's storage fence),
+``triage`` and ``coverage`` (the selection and phases of 2 and 3),
+``plan`` (a dry run's report, and what earlier runs left),
+``lock_sweep`` (the locks left, after 5).
 """
 
 import datetime
@@ -36,7 +39,10 @@ from recovery.events import News
 from recovery.fencing import HostFence
 from recovery.flows import base
 from recovery.flows import capacity
+from recovery.flows import coverage
 from recovery.flows.context import Env
+from recovery.flows.host_context import Confirmed
+from recovery.flows.host_context import EngineViews
 from recovery.flows.host_context import HostContext
 from recovery.flows.instance import InstanceRecovery
 from recovery.flows.isolation import Disable
@@ -56,6 +62,7 @@ from recovery.flows.triage import settle
 from recovery.flows.triage import triage
 from recovery.flows.watcher import Watch
 from recovery.models import Server
+from recovery.pacing import LagBook
 from recovery.probe import Probe
 from recovery.results import HostReport
 from recovery.results import InstanceResult
@@ -78,7 +85,10 @@ def recover_host(env: Env, host: str, *, fencer: HostFence | None = None,
                  dry_run: bool = False,
                  pool_factory: PoolFactory = concurrency.task_pool,
                  journal: Sequence[InstanceResult] = (),
-                 placement: Placement | None = None) -> HostReport:
+                 placement: Placement | None = None,
+                 confirmed: Confirmed | None = None,
+                 engines: EngineViews | None = None,
+                 lags: LagBook | None = None) -> HostReport:
     """Recover every instance of a failed host; return the report.
 
     ``journal`` holds the results of earlier runs of the same recovery (a
@@ -89,17 +99,23 @@ def recover_host(env: Env, host: str, *, fencer: HostFence | None = None,
     no ``fencer`` (a detected failure); run just before the isolation.
     ``heartbeat``: the one a detected failure was judged on; a newer one
     ends the run with ``HostAlive``, nothing changed.
+    ``confirmed``: the operator's confirmation that the host is off, if
+    one was given for this failure (asked when fencing starts and when
+    it fails): a proof of its own. ``engines``: the engines' views of
+    the host, for the evidence rule of a storage fence. ``lags``: where
+    the fencing devices' lags are learned, to pace their requests.
 
     Raises ``HostNotDown`` (nothing changed in Nova) when the host may be
     alive and there is no ``fencer`` (or it answers ``liveness``),
-    ``FencingError`` (nothing changed in
+    ``FenceHeld`` (nothing changed in
     Nova) when fencing fails, ``UnknownHost`` or a Nova error when it
     cannot start, and
     ``Interrupted`` when ``env.stopping()`` turned true. If the isolation
     or the first listing fails, what it changed is undone.
     """
     ctx = HostContext(env=env, host=host, fencer=fencer, liveness=liveness,
-                      heartbeat=heartbeat,
+                      heartbeat=heartbeat, confirmed=confirmed,
+                      engines=engines, lags=lags,
                       report=HostReport(host, env.clock.now(),
                                         dry_run=dry_run),
                       placement=placement or auto(),
@@ -170,7 +186,7 @@ def _recover_instances(ctx: HostContext, pool: concurrency.TaskPool) -> None:
 
 def _recover_round(ctx: HostContext, servers: list[Server],
                    watch: Watch, pool: concurrency.TaskPool) -> None:
-    selected = triage(ctx, servers)
+    selected = coverage.hold_uncovered(ctx, triage(ctx, servers))
     capacity.forecast(ctx.env, ctx.host, selected, ctx.placement,
                       ctx.services)
     recoveries = [InstanceRecovery(ctx.env, watch, server, result,

@@ -10,8 +10,12 @@ confirmed:
    completes their evacuation migrations; wait for that too, since Nova
    refuses to clear force-down while any of them is still "done" (not
    yet "completed").
-3. Clear force-down, and wait until Nova reports the service up.
-4. Enable the service, if recovery disabled it: a service enabled while
+3. Lift the host's storage fences (a Ceph blocklist), if it has any,
+   once Nova shows every evacuation from it completed, and never before:
+   until its nova-compute has destroyed an evacuated guest, that guest
+   could write again to the disk its evacuated copy now uses.
+4. Clear force-down, and wait until Nova reports the service up.
+5. Enable the service, if recovery disabled it: a service enabled while
    still down keeps its COMPUTE_STATUS_DISABLED trait in placement, and
    boots on it fail. A host an operator disabled for another reason stays
    disabled.
@@ -22,12 +26,18 @@ import datetime
 
 from recovery import exception
 from recovery.census import Census
+from recovery.events import EventKind
+from recovery.events import News
+from recovery.fencing import HostFence
+from recovery.fencing.fencer import DeviceKind
+from recovery.fencing.levels import Device
 from recovery.flows import base
 from recovery.flows import enabling
 from recovery.flows.context import Env
 from recovery.models import ComputeService
 from recovery.models import Migration
 from recovery.results import StepName
+from recovery.results import StepState
 from recovery.waiting import wait_for
 
 
@@ -35,6 +45,7 @@ from recovery.waiting import wait_for
 class ReturnContext:
     env: Env
     host: str
+    fence: HostFence | None = None
     service: ComputeService | None = None
 
     def census(self) -> Census:
@@ -102,6 +113,57 @@ def _newer(stamp: datetime.datetime | None,
     return stamp is not None and (than is None or stamp > than)
 
 
+def _storage(fence: HostFence | None) -> list[Device]:
+    """The host's storage fences (of any level)."""
+    return [device for _, device in (fence.devices if fence else [])
+            if device.fencer.kind is DeviceKind.STORAGE]
+
+
+def _not_completed(ctx: ReturnContext) -> list[Migration]:
+    """The evacuations from the host whose guest its nova-compute has not
+    destroyed yet: in flight, or "done" and not yet "completed". (One
+    that failed moved nothing its compute would destroy.)"""
+    return [m for m in _evacuations(ctx) if not m.finished or m.done]
+
+
+class LiftStorageFence(base.Step[ReturnContext]):
+    """Lift every storage fence of the host (for Ceph: its blocklist
+    entries, and those librbd added for its clients), once Nova shows no
+    evacuation from the host left to complete. Each device says what it
+    removed."""
+
+    name = StepName.LIFT_STORAGE_FENCE
+    news = {StepState.SUCCESS: News(EventKind.UNFENCED),
+            StepState.FAILURE: News(EventKind.UNFENCE_FAILED)}
+
+    def announce(self, ctx: ReturnContext) -> str:
+        return (f"lifting the storage fence of {ctx.host} ("
+                + ", ".join(d.describe() for d in _storage(ctx.fence))
+                + ") once every evacuation from it is completed")
+
+    def execute(self, ctx: ReturnContext) -> str:
+        left = _not_completed(ctx)
+        if left:
+            ctx.env.recorder.step_changed(
+                self.name, StepState.RUNNING,
+                f"waiting: {len(left)} evacuation(s) from {ctx.host} not "
+                f"completed yet (instance {left[0].instance_uuid} is "
+                f"{left[0].status}); its nova-compute destroys the "
+                f"evacuated guests when it starts, and until then one could "
+                f"write to the disks its evacuated copy uses")
+            ctx.wait(lambda: not _not_completed(ctx),
+                     f"every evacuation from {ctx.host} to be completed, "
+                     f"before its storage fence is lifted",
+                     ctx.env.settings.host_return_timeout)
+        try:
+            return "; ".join(f"{device.name}: "
+                             f"{device.fencer.unfence(ctx.env.clock)}"
+                             for device in _storage(ctx.fence))
+        except exception.FencingError as exc:
+            raise type(exc)(f"the storage fence of {ctx.host} could not "
+                            f"be lifted: {exc}") from exc
+
+
 class ClearForceDown(base.Step[ReturnContext]):
     name = StepName.CLEAR_FORCE_DOWN
 
@@ -123,16 +185,21 @@ class Enable(enabling.Enable[ReturnContext]):
                 env.settings.process_disable_reason)
 
 
-STEPS = (CheckEvacuations, AwaitHeartbeat, ClearForceDown, Enable)
+def _steps(fence: HostFence | None) -> list[base.Step[ReturnContext]]:
+    lift = [LiftStorageFence()] if _storage(fence) else []
+    return [CheckEvacuations(), AwaitHeartbeat(), *lift, ClearForceDown(),
+            Enable()]
 
 
-def return_host(env: Env, host: str) -> str:
-    """Bring ``host`` back; return what was done. Raises
+def return_host(env: Env, host: str, fence: HostFence | None = None) -> str:
+    """Bring ``host`` back; return what was done. ``fence``: the host's
+    fencing, whose storage fences are lifted. Raises
     ``EvacuationsUnfinished`` (nothing changed) while a guest is still
-    moving away, ``WaitTimeout`` naming the step waited on."""
-    ctx = ReturnContext(env=env, host=host)
-    base.run_steps([step() for step in STEPS], ctx,
-                   env.recorder.step_changed)
+    moving away, ``WaitTimeout`` naming the step waited on,
+    ``FencingError`` when a storage fence cannot be lifted (the host
+    stays forced down)."""
+    ctx = ReturnContext(env=env, host=host, fence=fence)
+    base.run_steps(_steps(fence), ctx, env.recorder.step_changed)
     service = env.nova.get_compute_service(host)
     return (f"{host} is back: service {service.state}, {service.status}"
             f"{', forced down' if service.forced_down else ''}")

@@ -8,10 +8,13 @@ import logging
 
 from recovery import exception
 from recovery.census import Census
+from recovery.confirmation import Confirmation
 from recovery.events import EventKind
 from recovery.events import News
 from recovery.fencing import DeviceAttempt
+from recovery.fencing import Proof
 from recovery.flows import base
+from recovery.flows.evidence import Evidence
 from recovery.flows.host_context import HostContext
 from recovery.models import ServiceStatus
 from recovery.results import StepName
@@ -87,9 +90,13 @@ class VerifyHostDown(base.Step[HostContext]):
 
 class Fence(base.Step[HostContext]):
     """Prove the host off: its fencing levels in order, until every
-    device of one has (a power-off read back Off, a kdump message).
-    Each device's attempt is an event. Nothing is forced down or
-    evacuated unless this succeeds."""
+    device of one has (a power-off read back Off, a kdump message, or a
+    storage fence on the evidence rule, ``evidence``). Each device's
+    attempt is an event, and so is each decision on the evidence. An
+    operator's confirmation for this failure is a proof too: asked
+    first, and again when fencing fails. Nothing is forced down or
+    evacuated unless this succeeds; else the host is held
+    (``FenceHeld``, with its cause)."""
 
     name = StepName.FENCE
     news = {StepState.SUCCESS: News(EventKind.FENCED),
@@ -99,22 +106,63 @@ class Fence(base.Step[HostContext]):
         return ctx.fencer.describe()
 
     def execute(self, ctx: HostContext) -> str:
+        confirmation = _confirmation(ctx)
+        if confirmation is not None:
+            return _confirmed(ctx, confirmation)
+
         def tell(attempt: DeviceAttempt) -> None:
-            ctx.env.recorder.step_changed(
-                self.name, StepState.RUNNING, attempt.describe(),
-                news=News(EventKind.FENCE_ATTEMPT))
+            self._progress(ctx, attempt.describe(), EventKind.FENCE_ATTEMPT)
+
+        def say(decision: str) -> None:
+            self._progress(ctx, decision, EventKind.EVIDENCE)
 
         try:
-            return ctx.fencer.power_off(ctx.env.clock, tell)
+            ctx.proof = ctx.fencer.power_off(ctx.env.clock, tell,
+                                             gate=Evidence(ctx, say),
+                                             lags=ctx.lags)
         except exception.FencingError as exc:
-            LOG.error("ALARM: %s could not be proved off: %s. Nothing is "
-                      "forced down or evacuated, so its instances stay "
-                      "down until it is: repair its BMC, or make sure it "
-                      "is off and run 'recovery host-failure %s'",
-                      ctx.host, exc, ctx.host)
-            # The run's message names the host, as the alarm does.
-            raise type(exc)(f"{ctx.host} could not be proved off: "
-                            f"{exc}") from exc
+            confirmation = _confirmation(ctx)
+            if confirmation is None:
+                raise _held(ctx, exc) from exc
+            LOG.warning("%s could not be proved off (%s), but an operator "
+                        "confirmed it off", ctx.host, exc)
+            return _confirmed(ctx, confirmation)
+        if ctx.proof.storage_only:
+            ctx.report.evidence = ctx.proof.text
+        return ctx.proof.text
+
+    def _progress(self, ctx: HostContext, message: str,
+                  kind: EventKind) -> None:
+        ctx.env.recorder.step_changed(self.name, StepState.RUNNING, message,
+                                      news=News(kind))
+
+
+def _confirmation(ctx: HostContext) -> Confirmation | None:
+    return ctx.confirmed() if ctx.confirmed is not None else None
+
+
+def _confirmed(ctx: HostContext, confirmation: Confirmation) -> str:
+    """An operator's word is a full proof: every instance may move."""
+    ctx.proof = Proof(confirmation.describe())
+    ctx.report.evidence = confirmation.describe()
+    LOG.info("%s: %s", ctx.host, confirmation.describe())
+    return confirmation.describe()
+
+
+def _held(ctx: HostContext, exc: exception.FencingError
+          ) -> exception.FenceHeld:
+    """The hold, named after the host, with its cause; a WARNING line
+    (the engine raises the ALARM, once per host or failure domain)."""
+    cause, unreachable = exception.FenceHoldCause.FENCE_FAILED, False
+    if isinstance(exc, exception.FenceHeld):
+        cause, unreachable = exc.cause, exc.bmcs_unreachable
+    LOG.warning("%s could not be proved off (held: %s): %s. Nothing is "
+                "forced down or evacuated until it is, or until an "
+                "operator confirms it off ('recovery fencing confirm %s')",
+                ctx.host, cause, exc, ctx.host)
+    # The run's message names the host, as the engine's alarm does.
+    return exception.FenceHeld(f"{ctx.host} could not be proved off: {exc}",
+                               cause, bmcs_unreachable=unreachable)
 
 
 class ProbeSilent(base.Step[HostContext]):

@@ -4,10 +4,13 @@ again."""
 
 import dataclasses
 from collections.abc import Callable
+from collections.abc import Mapping
 from collections.abc import Sequence
 
 from recovery import exception
+from recovery.fencing import HostFence
 from recovery.flows import capacity
+from recovery.flows import coverage
 from recovery.flows import locks
 from recovery.flows.context import Env
 from recovery.flows.host_context import HostContext
@@ -31,20 +34,26 @@ Predict = Callable[[list[tuple[Server, InstanceResult]]],
 @dataclasses.dataclass(frozen=True)
 class Plan:
     """What a recovery of a host would do: the dry run's report, and
-    the forecast it was made with (None: Placement could not say)."""
+    the forecast it was made with (None: Placement could not say).
+    ``coverage``: for a host with a storage-only fencing level, whether
+    that level alone covers each instance (None) or why not."""
 
     report: HostReport
     forecast: capacity.Forecast | None
+    coverage: Mapping[str, str | None] = dataclasses.field(
+        default_factory=dict)
 
 
 def plan_failure(env: Env, host: str, servers: Sequence[Server],
                  services: Sequence[ComputeService], placement: Placement,
-                 room: capacity.Room) -> Plan:
+                 room: capacity.Room, fencer: HostFence | None = None
+                 ) -> Plan:
     """The dry run's plan for ``host`` failing now, from listings already
     made (``servers`` on it, Nova's ``services``) and taking from
     ``room``: the failures tolerated and the simulation ask it of hosts
-    that are up, for which a dry run would refuse. Asks Nova nothing."""
-    ctx = HostContext(env=env, host=host, fencer=None,
+    that are up, for which a dry run would refuse. Asks Nova nothing;
+    asks ``fencer``'s storage devices, if any, what they cover."""
+    ctx = HostContext(env=env, host=host, fencer=fencer,
                       report=HostReport(host, env.clock.now(),
                                         dry_run=True),
                       placement=placement, services=tuple(services),
@@ -57,20 +66,23 @@ def plan_failure(env: Env, host: str, servers: Sequence[Server],
                                       room))
         return found[0]
 
-    dry_run(ctx, predict)
+    covered = dry_run(ctx, predict)
     ctx.report.finished_at = env.clock.now()
-    return Plan(ctx.report, found[0])
+    return Plan(ctx.report, found[0], covered)
 
 
-def dry_run(ctx: HostContext, predict: Predict) -> None:
+def dry_run(ctx: HostContext, predict: Predict) -> dict[str, str | None]:
     """Settle each instance of the host as PLANNED, with the steps its
-    recovery would take, and where ``predict`` expects it to land."""
+    recovery would take, and where ``predict`` expects it to land; and,
+    for a host with a storage-only level, whether it alone covers it
+    (returned, as ``coverage.planned``)."""
     lock_reason = ctx.env.settings.lock_reason
     ctx.env.recorder.step_changed(StepName.RECOVER_INSTANCES,
                                   StepState.SUCCESS,
                                   f"dry run: {ctx.placement.describe()}")
     selected = triage(ctx, ctx.servers)
     predicted = predict(selected)
+    covered = coverage.planned(ctx, selected)
     # Phases are named when there is more than one.
     phases = {result.priority_phase for _, result in selected} - {None}
     for server, result in selected:
@@ -89,7 +101,10 @@ def dry_run(ctx: HostContext, predict: Predict) -> None:
             steps.append(result.reason)
         if result.capacity_warning:
             steps.append(result.capacity_warning)
+        if server.id in covered:
+            steps.append(coverage.note(covered[server.id]))
         settle(ctx, result, Outcome.PLANNED, ", ".join(steps))
+    return covered
 
 
 def left_by_earlier_runs(ctx: HostContext) -> list[Server]:

@@ -18,6 +18,7 @@ from collections.abc import Collection
 from collections.abc import Sequence
 
 from recovery import concurrency
+from recovery.fencing import HostFence
 from recovery.flows.capacity import Room
 from recovery.flows.context import Env
 from recovery.flows.placement import RESERVED_HOST
@@ -34,6 +35,12 @@ NOTHING = Need(0, 0, 0)
 # The recovery methods of a failed host: its segment's, as a run takes
 # them (``placement.for_host``).
 PlacementOf = Callable[[str], Placement]
+# A host's fencing, for what its storage fence would cover (None: none).
+FenceOf = Callable[[str], HostFence | None]
+
+
+def _unfenced(host: str) -> HostFence | None:
+    return None
 
 
 @dataclasses.dataclass(frozen=True)
@@ -176,16 +183,19 @@ def failures_tolerated(env: Env, cloud: Cloud, group: Group,
 
 
 def simulate(env: Env, cloud: Cloud, failed: Sequence[str],
-             placement_of: PlacementOf) -> list[Plan]:
+             placement_of: PlacementOf,
+             fence_of: FenceOf = _unfenced) -> list[Plan]:
     """What ``failed`` failing at once would do: each host's run, in the
     order given, planned on the room the hosts left have, each taking
-    what the ones before it took."""
+    what the ones before it took; with what a storage fence of each
+    would cover (``fence_of``)."""
     room = Room.of(cloud.services, cloud.room).without(failed)
     plans = []
     for host in failed:
         placement = placement_of(host)
         plans.append(plan_failure(env, host, cloud.servers.get(host, []),
-                                  cloud.services, placement, room))
+                                  cloud.services, placement, room,
+                                  fence_of(host)))
         _claim_reserved(room, placement, plans[-1])
     return plans
 
@@ -202,11 +212,12 @@ def _claim_reserved(room: Room, placement: Placement, plan: Plan) -> None:
 
 
 def if_each_failed(env: Env, cloud: Cloud, group: Group,
-                   placement_of: PlacementOf) -> list[Plan]:
+                   placement_of: PlacementOf,
+                   fence_of: FenceOf = _unfenced) -> list[Plan]:
     """For each host of ``group``, alone: where its instances would go
-    if it failed now."""
+    if it failed now, and what a storage fence of it would cover."""
     whole = Room.of(cloud.services, cloud.room)
     return [plan_failure(env, host, cloud.servers.get(host, []),
                          cloud.services, placement_of(host),
-                         whole.without([host]))
+                         whole.without([host]), fence_of(host))
             for host in group.hosts]

@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from oslo_policy import policy
 
 from recovery.policies import base
+from recovery.policies import fencing
 from recovery.policies import metrics
 from recovery.policies import notifications
 from recovery.policies import segments
@@ -19,4 +20,4 @@ from recovery.policies import segments
 
 def list_rules() -> Iterable[policy.RuleDefault]:
     return itertools.chain(base.RULES, segments.RULES,
-                           notifications.RULES, metrics.RULES)
+                           notifications.RULES, fencing.RULES, metrics.RULES)

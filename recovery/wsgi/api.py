@@ -41,6 +41,7 @@ from recovery.api import app
 from recovery.api import auth
 from recovery.api import health
 from recovery.api import starting
+from recovery.confirming import Liveness
 from recovery.db.store import open_conf_store
 from recovery.nova import load_nova
 
@@ -83,7 +84,8 @@ def init_application(environ: Mapping[str, str] = os.environ) -> Any:
 
     def opened() -> Any:
         return app.from_conf(conf, open_conf_store(conf),
-                             checker.match_compute_host, clock)
+                             checker.match_compute_host, clock,
+                             liveness=Liveness.from_conf(conf, checker))
 
     api = starting.Deferred(conf.database.retry_interval, opener=opened)
     return auth.protect(health.route(api, conf), conf)

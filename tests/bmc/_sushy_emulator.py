@@ -1,16 +1,20 @@
 """sushy-emulator with two test hooks; run by tests.bmc.redfish.
 
 ``python -m tests.bmc._sushy_emulator [--ignore-flag FILE] [--fast]
-<sushy-emulator arguments>`` runs the real emulator (fake driver) with:
+[--delay N] [--seed N] <sushy-emulator arguments>`` runs the real
+emulator (fake driver) with:
 
 - ``--ignore-flag FILE``: while FILE exists, power changes are accepted
   (HTTP 204, as a BMC that silently fails would) and never applied.
 - ``--fast``: the fake driver applies a power change within 1 s instead
   of its random 1-11 s (it has no setting for that).
+- ``--delay N``: within N s (more than N - 1), always.
+- ``--seed N``: its random delays in the same order on every run.
 """
 
 import argparse
 import os
+import random
 import sys
 import types
 
@@ -33,12 +37,19 @@ def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ignore-flag")
     parser.add_argument("--fast", action="store_true")
+    parser.add_argument("--delay", type=int)
+    parser.add_argument("--seed", type=int)
     hooks, emulator_args = parser.parse_known_args()
     if hooks.ignore_flag:
         _ignore_power_changes_while(hooks.ignore_flag)
+    # The delay is int(time.time()) + random.randint(1, 11).
     if hooks.fast:
-        # The delay is int(time.time()) + random.randint(1, 11).
         fakedriver.random = types.SimpleNamespace(randint=lambda low, _: low)
+    elif hooks.delay:
+        fakedriver.random = types.SimpleNamespace(
+            randint=lambda *_: hooks.delay)
+    elif hooks.seed is not None:
+        fakedriver.random = random.Random(hooks.seed)
     sys.argv = [sys.argv[0], *emulator_args]
     return emulator.main()
 

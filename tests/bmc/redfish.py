@@ -42,20 +42,28 @@ class RedfishBmc(EmulatorProcess):
     ``address`` and ``system`` go in a credentials file (``system`` as
     ``system``), with ``username`` and ``password``; or use
     ``credentials()``. With ``tls=True`` it serves HTTPS (a self-signed
-    certificate for 127.0.0.1, ``cert_path``) instead of HTTP.
+    certificate for 127.0.0.1, ``cert_path``) instead of HTTP. A power
+    change applies 1-11 s after the request (at random), within 1 s with
+    ``fast``, within ``delay`` s (more than ``delay`` - 1) with ``delay``;
+    a request sent again before then starts the delay anew. ``seed``:
+    the random delays in the same order on every run.
     """
 
     driver = "redfish"
 
     def __init__(self, workdir: Path, *, power_state: str = "On",
                  username: str = "admin", password: str | None = None,
-                 fast: bool = False, tls: bool = False) -> None:
+                 fast: bool = False, tls: bool = False,
+                 delay: int | None = None,
+                 seed: int | None = None) -> None:
         super().__init__(workdir)
         self.username = username
         self.password = password or secrets.token_urlsafe(12)
         self.uuid = str(uuid.uuid4())
         self._initial_power = power_state
         self._fast = fast
+        self._delay = delay
+        self._seed = seed
         self.tls = tls
         self.cert_path = self.workdir / "cert.pem"
         self._key_path = self.workdir / "key.pem"
@@ -141,6 +149,10 @@ class RedfishBmc(EmulatorProcess):
                    "--config", str(self._config)]
         if self._fast:
             command.append("--fast")
+        elif self._delay:
+            command += ["--delay", str(self._delay)]
+        elif self._seed is not None:
+            command += ["--seed", str(self._seed)]
         return command
 
     def _ready(self) -> bool:

@@ -183,15 +183,21 @@ class FakeNova:
                    locked_by: str | None = None,
                    locked_reason: str | None = None,
                    extra_specs: dict[str, str] | None = None,
-                   image_id: str = IMAGE_ID) -> str:
+                   image_id: str | None = IMAGE_ID,
+                   volumes: tuple[str, ...] = (), ephemeral_gb: int = 0,
+                   swap_mb: int = 0) -> str:
         """``extra_specs``: its flavor's (hw:tpm_version: a vTPM, which
         Nova refuses to evacuate); ``image_id``: one of ``add_image``'s,
         whose properties Nova keeps from now on (hw_tpm_version: a vTPM
-        too)."""
-        return self._state.add_server(name, host, vm_state, task_state,
-                                      project_id, user_id, metadata,
-                                      locked_by, locked_reason,
-                                      extra_specs, image_id)
+        too), or None for a server booted from a volume (its "image" is
+        "", as Nova shows it); ``volumes``: the Cinder volumes attached;
+        ``ephemeral_gb`` and ``swap_mb``: its flavor's ephemeral and swap
+        disks."""
+        return self._state.add_server(
+            name, host, vm_state, task_state, project_id, user_id, metadata,
+            locked_by, locked_reason, extra_specs, image_id,
+            disks=dict(volumes=tuple(volumes), ephemeral_gb=ephemeral_gb,
+                       swap_mb=swap_mb))
 
     def add_image(self, properties: dict[str, str]) -> str:
         """An image in Glance, with ``properties``; its id."""

@@ -60,11 +60,17 @@ class Server:
     evacuation: Any = None      # the evacuation in flight, if any
     # Its flavor's extra specs (hw:tpm_version: a vTPM, never evacuated).
     extra_specs: dict[str, str] = dataclasses.field(default_factory=dict)
-    # The image it booted from, and that image's properties as Nova saved
-    # them at boot (hw_tpm_version: a vTPM too).
-    image_id: str = IMAGE_ID
+    # The image it booted from (None: booted from a volume), and that
+    # image's properties as Nova saved them at boot (hw_tpm_version: a
+    # vTPM too).
+    image_id: str | None = IMAGE_ID
     image_properties: dict[str, str] = dataclasses.field(
         default_factory=dict)
+    # The volumes attached (Cinder ids), and its flavor's ephemeral (GB)
+    # and swap (MB) disks.
+    volumes: tuple[str, ...] = ()
+    ephemeral_gb: int = 0
+    swap_mb: int = 0
 
     @property
     def has_vtpm(self) -> bool:
@@ -316,7 +322,9 @@ class State:
                    locked_by: str | None,
                    locked_reason: str | None,
                    extra_specs: dict[str, str] | None = None,
-                   image_id: str = IMAGE_ID) -> str:
+                   image_id: str | None = IMAGE_ID,
+                   disks: dict[str, Any] | None = None) -> str:
+        """``disks``: its volumes, ephemeral_gb and swap_mb, if any."""
         if vm_state not in POWER_FOR_VM_STATE:
             raise ValueError(f"unsupported vm_state {vm_state!r}")
         if locked_by not in (None, "owner", "admin"):
@@ -332,7 +340,8 @@ class State:
                 locked_reason if locked_by else None, self.next_id(),
                 now, now, node=node_name(host),
                 extra_specs=dict(extra_specs or {}), image_id=image_id,
-                image_properties=dict(self.images[image_id]))
+                image_properties=dict(self.images.get(image_id) or {}),
+                **(disks or {}))
             self.servers[server.uuid] = server
             return server.uuid
 

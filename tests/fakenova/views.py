@@ -69,7 +69,8 @@ def _flavor(ctx: RequestContext, root: str,
             server: Server) -> dict[str, Any]:
     if ctx.at_least("2.47"):
         return {"vcpus": FLAVOR["vcpus"], "ram": FLAVOR["ram"],
-                "disk": FLAVOR["disk"], "ephemeral": 0, "swap": 0,
+                "disk": FLAVOR["disk"], "ephemeral": server.ephemeral_gb,
+                "swap": server.swap_mb,
                 "original_name": FLAVOR["name"],
                 "extra_specs": dict(server.extra_specs)}
     href = f"{root}/flavors/{FLAVOR['id']}"
@@ -91,9 +92,11 @@ def server_detail(state: State, ctx: RequestContext, server: Server,
         "status": server_status(server),
         "tenant_id": server.project_id, "user_id": server.user_id,
         "metadata": dict(server.metadata), "hostId": host_id,
+        # Booted from a volume: "", as Nova shows it.
         "image": {"id": server.image_id, "links": [
             {"rel": "bookmark",
-             "href": f"{root}/images/{server.image_id}"}]},
+             "href": f"{root}/images/{server.image_id}"}]}
+        if server.image_id else "",
         "flavor": _flavor(ctx, root, server),
         "created": iso_z(server.created_at),
         "updated": iso_z(server.updated_at),
@@ -106,7 +109,9 @@ def server_detail(state: State, ctx: RequestContext, server: Server,
         "OS-EXT-STS:task_state": server.task_state,
         "OS-EXT-STS:vm_state": server.vm_state,
         "OS-EXT-STS:power_state": server.power_state,
-        "os-extended-volumes:volumes_attached": [],
+        "os-extended-volumes:volumes_attached": [
+            {"id": volume, "delete_on_termination": False}
+            for volume in server.volumes],
         "security_groups": [{"name": "default"}],
     })
     if ctx.is_admin:

@@ -1,3 +1,5 @@
+import socket
+
 import pytest
 
 # The emulated BMCs, one per test (fencing tests).
@@ -8,6 +10,24 @@ from tests.bmc.fixtures import kdump_port  # noqa: F401
 from tests.bmc.fixtures import redfish_bmc  # noqa: F401
 from tests.fakenova import FakeNova
 from tests.functional.engine_process import EngineProcess
+
+
+@pytest.fixture
+def silent_port():
+    """A listener that never accepts, its queue full: new connections
+    time out, as to a host that lost power (the liveness probe's
+    silence)."""
+    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
+    port = listener.getsockname()[1]
+    fillers = []
+    for _ in range(4):
+        filler = socket.socket()
+        filler.setblocking(False)
+        filler.connect_ex(("127.0.0.1", port))
+        fillers.append(filler)
+    yield port
+    for sock in (*fillers, listener):
+        sock.close()
 
 
 @pytest.fixture

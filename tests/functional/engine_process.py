@@ -63,7 +63,8 @@ class EngineProcess:
         self.proc: subprocess.Popen | None = None
         self.port: int | None = None
 
-    def write_config(self, endpoint: str, threads: int, extra: str) -> None:
+    def write_config(self, endpoint: str, threads: int, extra: str,
+                     retry_backoff: float = 0.2) -> None:
         self.config.write_text(
             f"[DEFAULT]\nhost_failure_recovery_threads = {threads}\n"
             f"log_file = {self.log}\n\n"
@@ -79,7 +80,7 @@ class EngineProcess:
             f"[database]\nconnection = {self.database}\n\n"
             f"[api]\nauth_strategy = noauth\nport = 0\n"
             f"enabled = {self.api}\n\n"
-            f"[engine]\nretry_backoff = 0.2\n"
+            f"[engine]\nretry_backoff = {retry_backoff:g}\n"
             f"lease_seconds = {self.lease_seconds:g}\n"
             f"graceful_shutdown_timeout = 20\n{extra}")
 

@@ -21,7 +21,7 @@ from oslo_config import cfg
 from recovery import exception
 from recovery.concurrency import Clock
 from recovery.conf import fencing as fencing_conf
-from recovery.fencing import BmcRefused
+from recovery.fencing import DeviceKind
 from recovery.fencing import load_fencing
 from tests.bmc import write_sections
 from tests.bmc.agents import FENCE_IPMILAN
@@ -115,7 +115,7 @@ def test_an_agent_powers_the_host_off_and_reads_it_back(
     fence = fence_of(tmp_path, {HOST: device_section(bmc)})
     with caplog.at_level(logging.DEBUG), ProcessWatch(bmc.password) as watch:
         started = time.monotonic()
-        message = fence.power_off(Clock())
+        message = fence.power_off(Clock()).text
     agent = device_section(bmc)["agent"]
     print(f"{agent}: proved Off after {time.monotonic() - started:.1f} s")
     assert message.startswith(f"powered off through {agent} ip=127.0.0.1")
@@ -133,7 +133,7 @@ def test_status_reads_off_and_a_second_fencing_proves_it_again(
     fence = fence_of(tmp_path, {HOST: device_section(ipmi_bmc)})
     fence.power_off(Clock())
     assert "verified Off" in fence_of(
-        tmp_path, {HOST: device_section(ipmi_bmc)}).power_off(Clock())
+        tmp_path, {HOST: device_section(ipmi_bmc)}).power_off(Clock()).text
 
 
 def test_refused_credentials_stop_the_device_without_the_password(
@@ -143,12 +143,14 @@ def test_refused_credentials_stop_the_device_without_the_password(
                      timeout=20)
     started = time.monotonic()
     with caplog.at_level(logging.DEBUG), \
-            pytest.raises(BmcRefused) as caught:
+            pytest.raises(exception.FenceHeld) as caught:
         fence.power_off(Clock())
     # The same failure three times (off, status, status) and nothing that
     # worked: taken as a refusal, not asked again for the device's 20 s,
-    # so that a wrong password does not lock the account out.
+    # so that a wrong password does not lock the account out. The agents
+    # do not tell it from a BMC out of reach: it never answered.
     assert time.monotonic() - started < 10
+    assert caught.value.cause == "unreachable"
     message = str(caught.value)
     assert message.startswith("fence_redfish power-off of ip=127.0.0.1: "
                               "status: exit status 1: ")
@@ -169,7 +171,7 @@ def in_background(fence, tell=None):
     the test sends), and where its message will be."""
     result = {}
     fencing = threading.Thread(target=lambda: result.update(
-        message=fence.power_off(Clock(), tell)))
+        message=fence.power_off(Clock(), tell).text))
     fencing.start()
     return fencing, result
 
@@ -190,6 +192,7 @@ def test_a_kdump_message_proves_the_host_dead_and_its_power_is_kept(
     assert "received valid message from '127.0.0.1'" in result["message"]
     assert [(a.level, a.device, a.proved) for a in told] == [
         (1, "kdump", True)]
+    assert told[0].device_kind is DeviceKind.MESSAGE
     assert told[0].seconds < 20
     assert ipmi_bmc.power_state() == "On"     # the dump is kept
 
@@ -226,7 +229,7 @@ def test_without_a_kdump_message_the_next_level_powers_off(
         "device:kdump": kdump_device(kdump_port, timeout=3),
         "device:ipmi": device_section(ipmi_bmc)})
     told = []
-    message = fence.power_off(Clock(), told.append)
+    message = fence.power_off(Clock(), told.append).text
     assert message.startswith("level 2: powered off through fence_ipmilan")
     assert [(a.level, a.device, a.proved) for a in told] == [
         (1, "kdump", False), (2, "ipmi", True)]
@@ -245,7 +248,7 @@ def test_a_hung_agent_is_killed_at_its_timeout_and_the_next_level_runs(
         "device:ipmi": device_section(ipmi_bmc)}, attempts=1)
     told = []
     try:
-        message = fence.power_off(Clock(), told.append)
+        message = fence.power_off(Clock(), told.append).text
     finally:
         fast_tls_redfish_bmc.resume()
     assert message.startswith("level 2: ")
@@ -272,7 +275,9 @@ def test_when_every_level_fails_nothing_is_proved_and_each_answer_named(
     message = str(caught.value)
     assert message.startswith("no fencing level proved it off: ")
     assert "level 1 device kdump (fence_kdump) failed" in message
-    assert "level 2 device redfish (fence_redfish) failed" in message
+    # A refused login looks the same as no BMC to the agents.
+    assert "level 2 device redfish (fence_redfish) unreachable" in message
+    assert caught.value.cause == "fence_failed"   # the IPMI BMC answered
     assert "level 3 device ipmi (fence_ipmilan) failed" in message
     assert "power not verified Off within 4 s" in message
     assert "level 2 device ipmi" not in message   # its level had failed
@@ -419,7 +424,9 @@ def test_a_host_no_level_proves_off_is_not_touched_and_the_alarm_names_all(
         assert f"ALARM: {HOST} could not be proved off: no fencing level " \
                f"proved it off" in alarm[0]
         assert "level 1 device kdump (fence_kdump) failed" in alarm[0]
-        assert "level 2 device redfish (fence_redfish) failed" in alarm[0]
+        # The agent cannot tell a refused login from no BMC at all.
+        assert "level 2 device redfish (fence_redfish) unreachable" in (
+            alarm[0])
         assert fast_tls_redfish_bmc.password not in proc.stderr
         assert [r for r in nova.requests
                 if r["method"] in ("POST", "PUT")] == []

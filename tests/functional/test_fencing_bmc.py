@@ -18,8 +18,8 @@ from oslo_config import cfg
 
 from recovery.concurrency import Clock
 from recovery.conf import fencing as fencing_conf
+from recovery.exception import FenceHeld
 from recovery.exception import FencingError
-from recovery.fencing import BmcRefused
 from recovery.fencing import Fencer
 from recovery.fencing import load_fencing
 from tests.bmc import ROOT
@@ -94,7 +94,7 @@ def test_power_off_is_verified(bmc, tmp_path, caplog):
     fencer = fencer_for(tmp_path, bmc, attempts=2)
     started = time.monotonic()
     with caplog.at_level(logging.DEBUG):
-        message = fencer.power_off(Clock())
+        message = fencer.power_off(Clock()).text
     elapsed = time.monotonic() - started
     print(f"{bmc.driver}: Off verified after {elapsed:.1f} s")
     assert message.startswith(f"powered off through {bmc.driver} ")
@@ -108,7 +108,8 @@ def test_refused_credentials(bmc, tmp_path, caplog):
     bmc.refuse()
     started = time.monotonic()
     error = fails(fencer_for(tmp_path, bmc, **FAILING), bmc.password, caplog)
-    assert isinstance(error, BmcRefused)
+    # A refusal is an answer: the BMC has power.
+    assert isinstance(error, FenceHeld) and error.cause == "fence_failed"
     assert time.monotonic() - started < TIMEOUT / 2   # not retried
     assert REFUSAL[bmc.driver] in str(error)
     assert bmc.power_state() == "On"
@@ -119,7 +120,7 @@ def test_hanging_bmc(bmc, tmp_path, caplog):
     started = time.monotonic()
     error = fails(fencer_for(tmp_path, bmc, **FAILING), bmc.password, caplog)
     assert time.monotonic() - started >= TIMEOUT - 0.1
-    assert not isinstance(error, BmcRefused)
+    assert error.cause == "unreachable"      # never answered
     assert "no answer from the BMC within" in str(error)
     assert "after 2 power-off request(s)" in str(error)
 
@@ -128,6 +129,7 @@ def test_power_stays_on(bmc, tmp_path, caplog):
     bmc.ignore_power_off()
     error = fails(fencer_for(tmp_path, bmc, **STAYS_ON), bmc.password,
                   caplog, timeout=STAYS_ON["timeout"])
+    assert error.cause == "fence_failed"     # it answered On
     assert "the power last read On" in str(error)
     assert "after 2 power-off request(s)" in str(error)
     assert bmc.power_state() == "On"
@@ -138,7 +140,7 @@ def test_same_host_fenced_twice(quick_bmc, tmp_path):
     host failing again later) works like the first. (pyghmi 1.6 in the
     engine's process failed it: see recovery.fencing.ipmi.)"""
     for _ in range(2):
-        message = fencer_for(tmp_path, quick_bmc).power_off(Clock())
+        message = fencer_for(tmp_path, quick_bmc).power_off(Clock()).text
         assert "verified Off" in message
         assert "power-off requests" not in message
     assert quick_bmc.power_state() == "Off"
@@ -159,6 +161,7 @@ def test_nothing_answers(tmp_path, caplog, driver, address, expected):
     error = fails(load_fencing(conf).for_host(HOST), "not-shown-anywhere",
                   caplog)
     assert expected in str(error)
+    assert error.cause == "unreachable"
 
 
 GREEN_FENCING = textwrap.dedent("""

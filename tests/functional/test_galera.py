@@ -63,6 +63,15 @@ def database(cluster):
     """A new database on the cluster, with the schema: its name."""
     with cluster.database() as name:
         open_store(cluster.nodes[0].url(name), upgrade=True).close()
+        # Galera applies a commit on the other nodes a moment after it
+        # returns: a store opened there at once may read the old schema.
+        for node in cluster.nodes:
+            engine = sa.create_engine(node.url(name))
+            try:
+                wait_until(functools.partial(revisions.is_current, engine),
+                           what=f"the schema at head on {node.url(name)}")
+            finally:
+                engine.dispose()
         yield name
 
 

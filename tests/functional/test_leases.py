@@ -12,6 +12,7 @@ from recovery.db.connection import database_now
 from recovery.db.store import open_store
 from recovery.db.tables import notifications
 from recovery.engine.lease import Lease
+from recovery.engine.lease import LeaseKeeper
 from recovery.notification import Kind
 from recovery.notification import Status
 from tests.unit.fakes import FakeClock
@@ -69,12 +70,15 @@ def test_an_engine_five_minutes_off_neither_takes_over_nor_keeps(store):
     # To the engine five minutes behind, the run is live: nothing to take.
     assert store.next_runnable() is None
     assert store.take(store.get(item.uuid), "behind:2", SECONDS) is None
-    lease.write(store.renew, item.uuid)
+    keeper = LeaseKeeper(store, ahead, SECONDS)
+    keeper.track(lease)
+    keeper.renew()
+    lease.check()
 
     run_out(store, item.uuid)
     # Its own clock says the lease is young; the server's says it is over.
-    with pytest.raises(exception.LeaseLost):
-        lease.write(store.renew, item.uuid)
+    keeper.renew()
+    assert keeper.tracked() == []
     with pytest.raises(exception.LeaseLost):
         lease.check()
     other = store.take(store.next_runnable(), "behind:2", SECONDS)

@@ -178,9 +178,13 @@ def test_a_frozen_owner_that_wakes_up_sends_nothing(nova, cluster,
     log = victim.log.read_text()
     for text in (log, victim.stderr()):
         assert "Traceback" not in text, text
+    # Most say the lease was lost; a task whose first write on waking
+    # met a connection the server closed meanwhile says that instead.
     abandoned = collections.Counter(re.findall(
-        r"WARNING \S+ \[-\] Instance (\S+) abandoned: lease lost; the "
-        r"run resumes on the engine that owns it$", log, re.MULTILINE))
+        r"WARNING \S+ \[-\] Instance (\S+) abandoned: (?:lease lost; "
+        r"the run resumes on the engine that owns it|the database is "
+        r"unavailable: .*; the run resumes from its journal)$", log,
+        re.MULTILINE))
     assert abandoned and set(abandoned.values()) == {1}, abandoned
     unlocked = {uuid for r in sent_by(nova, victim) for uuid in uuids
                 if r["action"] == "unlock" and uuid in r["path"]}

@@ -347,6 +347,28 @@ def test_an_image_s_vtpm_is_read_from_glance_once(fake_nova):
         nova.evacuate(tpm)
 
 
+def test_a_server_s_disks_as_nova_shows_them(fake_nova):
+    """Booted from a volume ("image": ""), with volumes attached, and a
+    flavor's ephemeral and swap disks: what a storage fence's coverage
+    is judged on. Glance is not asked for a server with no image."""
+    fake_nova.add_compute("compute-1")
+    bfv = fake_nova.add_server("bfv", "compute-1", image_id=None,
+                               volumes=("vol-1", "vol-2"))
+    local = fake_nova.add_server("local", "compute-1", ephemeral_gb=10,
+                                 swap_mb=512)
+    nova = load_nova(glance_conf(fake_nova), FakeClock())
+    servers = {s.id: s for s in nova.list_servers("compute-1")}
+    assert (servers[bfv].image_id, servers[bfv].volume_ids) == (
+        None, ("vol-1", "vol-2"))
+    assert (servers[bfv].ephemeral_gb, servers[bfv].swap_mb) == (0, 0)
+    assert servers[local].image_id == IMAGE_ID
+    assert servers[local].volume_ids == ()
+    assert (servers[local].ephemeral_gb, servers[local].swap_mb) == (10, 512)
+    assert nova.get_server(bfv).volume_ids == ("vol-1", "vol-2")
+    assert image_requests(fake_nova) == [
+        f"{glance.PREFIX}/v2/images/{IMAGE_ID}"]
+
+
 def test_an_image_gone_from_glance_has_no_properties(fake_nova):
     """Nova judges by what it saved at boot: the instance is tried."""
     fake_nova.add_compute("compute-1")

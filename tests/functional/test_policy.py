@@ -34,6 +34,7 @@ from tests.functional.test_api import TOKEN
 from tests.functional.test_api import WINDOW
 from tests.functional.test_api import Hosts
 from tests.functional.test_api import Reply
+from tests.functional.test_api import Silent
 from tests.functional.test_api import StepClock
 from tests.functional.test_api import notification
 from tests.functional.test_api import request
@@ -99,6 +100,8 @@ ROUTES = [
      "os_masakari_api:vmoves:detail"),
     ("GET", f"/v1/notifications/{NOTE}/events", None,
      "recovery_api:events:index"),
+    ("POST", "/v1/fencing/compute-9/confirm", {"reason": "dark"},
+     "recovery_api:fencing:confirm"),
 ]
 #: Who may call each route with the rules' defaults: admins only.
 DEFAULT_ALLOWED = {"admin"}
@@ -138,7 +141,7 @@ def keystone_conf(directory: Path, keystone: FakeKeystone,
 
 def served(conf: cfg.ConfigOpts, store: Store) -> Any:
     api = app.build(store, Hosts(), StepClock(), max_body=MAX_BODY,
-                    duplicate_window=WINDOW,
+                    duplicate_window=WINDOW, liveness=Silent(),
                     checker=policy.from_conf(conf))
     return serving(auth.protect(api, conf))
 

@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from oslo_config import cfg
 
 from recovery import concurrency
@@ -19,24 +18,7 @@ from recovery.waiting import wait_for
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture
-def silent_port():
-    """A listener that never accepts, its queue full: new connections
-    time out, as to a host that lost power."""
-    listener = socket.create_server(("127.0.0.1", 0), backlog=0)
-    port = listener.getsockname()[1]
-    fillers = []
-    for _ in range(4):
-        filler = socket.socket()
-        filler.setblocking(False)
-        filler.connect_ex(("127.0.0.1", port))
-        fillers.append(filler)
-    yield port
-    for sock in (*fillers, listener):
-        sock.close()
-
-
-def prober_for(host, port, resolve=None):
+def prober_for(host, port, resolve=None, addresses="127.0.0.1"):
     """A prober of ``host`` on ``port``, every 0.2 s."""
     conf = cfg.ConfigOpts()
     recovery_conf.register_opts(conf)
@@ -45,7 +27,7 @@ def prober_for(host, port, resolve=None):
     conf.set_override("probe_timeout", 0.5, "detector")
     conf.set_override("liveness_probe", [port], "detector")
     if resolve is None:
-        conf.set_override("probe_addresses", {host: "127.0.0.1"},
+        conf.set_override("probe_addresses", {host: addresses},
                           "detector")
     prober = Prober(conf, concurrency.Clock(), resolve=resolve)
     prober.watch([host])
@@ -79,6 +61,30 @@ def test_answers_refusals_and_silence(silent_port):
         accepting.close()
 
 
+def test_a_host_silent_on_one_network_but_not_the_other_answers(
+        silent_port):
+    """Its first address (the listener's) is silent; on its second, the
+    same port is closed: that refusal is an answer."""
+    prober = prober_for("split", silent_port,
+                        addresses="127.0.0.1+127.0.0.2")
+    lone = prober_for("lone", silent_port)
+    stopping = concurrency.Event()
+    tasks = [concurrency.spawn(p.run, stopping) for p in (prober, lone)]
+    try:
+        wait_for(lambda: (lone.view("lone").silent_for or 0) > 1.0,
+                 what="the one-address host to be silent for 1 s",
+                 timeout=10, interval=0.1, clock=concurrency.Clock())
+        view = prober.view("split")
+        assert view.silent_for is None
+        assert view.answer == (f"split (127.0.0.2) answers on TCP port "
+                               f"{silent_port}: the connection was refused, "
+                               f"so its network stack runs")
+    finally:
+        stopping.set()
+        for task in tasks:
+            assert task.wait(5)
+
+
 def test_a_name_that_does_not_resolve_is_never_silence():
     def resolve(host):
         raise socket.gaierror(-2, "Name or service not known")
@@ -106,7 +112,7 @@ from recovery.probe import connect_all
 with socket.socket() as closed:
     closed.bind(("127.0.0.1", 0))
     port = closed.getsockname()[1]
-targets = {f"compute-{n}": "127.0.0.1" for n in range(500)}
+targets = {f"compute-{n}": ("127.0.0.1",) for n in range(500)}
 answers = concurrency.offload(connect_all, targets, (port,), 2.0,
                               concurrency.Clock().monotonic)
 print(sum(1 for answer in answers.values() if answer))

@@ -34,7 +34,11 @@ def test_watch_exits_1_when_an_instance_failed(nova, engine):
     nova.add_server("vm0", HOST)
     nova.set_evacuation_outcome(doomed, "error")
     nova.fail_host(HOST)
-    engine.write_config(nova.endpoint, 5, "retry_max_attempts = 2\n")
+    # The watch looks twice a second, and its first look may come a few
+    # seconds after the notification: the 'error' between the attempts
+    # lasts long enough (retry_backoff) for it to be seen.
+    engine.write_config(nova.endpoint, 5, "retry_max_attempts = 2\n",
+                        retry_backoff=8)
     engine.start()
     uuid = engine.post_host_down(HOST)
     proc = run_cli(engine.config, "notifications", "watch", uuid,
@@ -43,7 +47,8 @@ def test_watch_exits_1_when_an_instance_failed(nova, engine):
     lines = proc.stdout.splitlines()
     # The first attempt's error is retried: the watch goes on.
     assert any(line.endswith("(recovery-engine retries it)")
-               and ": error, attempt 1: " in line for line in lines)
+               and ": error, attempt 1: " in line for line in lines), \
+        proc.stdout
     assert f"doomed ({doomed[:8]}) failed: evacuation failed" in (
         proc.stdout)
     assert ": failed, attempt 2: " in lines[-1]

@@ -17,6 +17,7 @@ from recovery import conf as recovery_conf
 from recovery import exception
 from recovery.concurrency import TaskOutcome
 from recovery.events import News
+from recovery.fencing import Proof
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
 from recovery.flows.watcher import EvacuationWatcher
@@ -133,6 +134,8 @@ class FakeServer:
     metadata: dict[str, str] = dataclasses.field(default_factory=dict)
     fault: str | None = None
     need: Need | None = None
+    # Its root disk's image (None: booted from a volume).
+    image_id: str | None = None
 
     def snapshot(self) -> Server:
         status = {"active": "ACTIVE", "stopped": "SHUTOFF",
@@ -142,7 +145,7 @@ class FakeServer:
                       status=status, locked=self.locked,
                       locked_reason=self.locked_reason,
                       metadata=dict(self.metadata), fault=self.fault,
-                      need=self.need)
+                      need=self.need, image_id=self.image_id)
 
 
 # Nova's time: the newest heartbeat, the conductor's.
@@ -165,11 +168,15 @@ class FakeFencer:
     def describe(self) -> str:
         return "fake power-off"
 
-    def power_off(self, clock, tell=None) -> str:
+    @property
+    def storage(self):
+        return ()
+
+    def power_off(self, clock, tell=None, gate=None, lags=None) -> Proof:
         self.nova.calls.append(("power_off", ""))
         if self.error is not None:
             raise self.error
-        return "powered off, verified Off"
+        return Proof("powered off, verified Off")
 
 
 class MemoryNova:

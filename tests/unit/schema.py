@@ -29,6 +29,7 @@ ADDED = {
     "0016": ("ALTER TABLE step_events DROP COLUMN instances",),
     "0017": ("DROP INDEX ix_instance_journal_project_id",
              "ALTER TABLE instance_journal DROP COLUMN project_id"),
+    "0018": ("DROP TABLE fence_lags",),
 }
 
 

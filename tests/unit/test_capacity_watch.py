@@ -21,6 +21,9 @@ from recovery.events import EventKind
 from recovery.metrics import METRICS
 from recovery.models import Need
 from recovery.results import Outcome
+from tests import fencing_doubles as doubles
+from tests.fencing_doubles import PowerDouble
+from tests.fencing_doubles import StorageDouble
 from tests.unit.fakes import FakeClock
 from tests.unit.fakes import MemoryNova
 from tests.unit.test_metrics import ETC
@@ -225,6 +228,41 @@ def test_reserved_hosts_come_from_one_read_of_the_segments(conf, store,
     body = json.loads(cmd_capacity.render_view(view, "json"))
     assert body["segments"][0]["if_failed"]["compute-1"]["instances"][0][
         "predicted_host"] == "spare-1"
+
+
+def storage_fenced(monkeypatch):
+    """Every host with a dead BMC, then a storage fence that covers its
+    volumes and no local disk."""
+    def fences(conf):
+        return lambda host: doubles.fence(host, [PowerDouble(host)],
+                                          [StorageDouble(host)])
+    monkeypatch.setattr(capacity, "fences", fences)
+    monkeypatch.setattr(game_day, "fences", fences)
+
+
+def test_capacity_and_simulate_say_what_a_storage_fence_covers(
+        conf, store, nova, monkeypatch):
+    storage_fenced(monkeypatch)
+    nova.servers["vm-1"].image_id = "image-1"
+    view = capacity.capacity_view(conf, store, nova, FakeClock())
+    lines = cmd_capacity._where(view.groups[0][1][0])
+    assert lines == [
+        "vm-vm-0 -> other-1; storage fence covers it",
+        "vm-vm-1 -> other-1; NOT covered by the storage fence (its root "
+        "disk (image image-1) is on compute-1's local disk)"]
+    assert "NOT covered by the storage fence" in cmd_capacity.render_view(
+        view, "table")
+    body = json.loads(cmd_capacity.render_view(view, "json"))
+    found = {i["name"]: i for i in body["segments"][0]["if_failed"][
+        "compute-1"]["instances"]}
+    assert found["vm-vm-0"]["storage_covered"] is True
+    assert found["vm-vm-1"]["storage_covered"] is False
+    assert found["vm-vm-1"]["storage_not_covered_why"].startswith(
+        "its root disk")
+    simulation = game_day.simulate(conf, store, nova, FakeClock(),
+                                   ["compute-1"], "op@desk")
+    text = cmd_capacity.render_simulation(simulation, "table")
+    assert "not covered by the storage fence alone (its root disk" in text
 
 
 def events(*pairs):

@@ -191,7 +191,7 @@ def api_ref_views() -> dict[str, list[str]]:
 def test_the_api_ref_shows_each_field_of_each_view_and_no_other():
     code, docs = view_fields(), api_ref_views()
     shown = {"notification", "event", "vmove", "segment", "host",
-             "workflow_details"}
+             "workflow_details", "confirmation"}
     assert shown <= set(code)
     assert set(docs) == shown
     for view in shown:
@@ -228,7 +228,8 @@ def test_the_api_ref_has_every_resource():
         "GET /v1/notifications", "POST /v1/notifications",
         f"GET {notification}", f"GET {notification}/vmoves",
         f"GET {notification}/vmoves/{{vmove_id}}",
-        f"GET {notification}/events"}
+        f"GET {notification}/events",
+        "POST /v1/fencing/{hostname}/confirm"}
 
 
 # -- options ----------------------------------------------------------------

@@ -84,7 +84,7 @@ def test_a_database_without_the_registry_is_upgraded_to_the_head(current):
 
 
 @pytest.mark.parametrize("current", ["0006", "0010", "0014", "0015",
-                                     "0016", "0017"])
+                                     "0016", "0017", "0018"])
 def test_the_real_chain_upgrades_to_the_head_past_the_registry(current):
     assert revisions.upgrade_target(
         revisions.migrations(), current) == revisions.HEAD_REVISION
@@ -178,10 +178,10 @@ def test_check_schema_reads_the_floor_of_a_real_database(db_url):
 
 # -- migrating, with three synthetic migrations past the head ---------------
 SYNTHETIC = {
-    "0018": (EXPAND, 'op.create_table("t18", sa.Column("id", sa.Integer, '
+    "0019": (EXPAND, 'op.create_table("t19", sa.Column("id", sa.Integer, '
                      'primary_key=True))'),
-    "0019": (CONTRACT, 'op.drop_table("t18")'),
-    "0020": (EXPAND, 'op.create_table("t20", sa.Column("id", sa.Integer, '
+    "0020": (CONTRACT, 'op.drop_table("t19")'),
+    "0021": (EXPAND, 'op.create_table("t21", sa.Column("id", sa.Integer, '
                      'primary_key=True))'),
 }
 SCRIPT = '''"""Synthetic."""
@@ -203,7 +203,7 @@ def upgrade() -> None:
 @pytest.fixture
 def longer_chain(tmp_path, monkeypatch):
     """This version's migrations and the three synthetic ones, as a
-    release with head 0020 would have them."""
+    release with head 0021 would have them."""
     write_chain(tmp_path, monkeypatch, SYNTHETIC)
 
 
@@ -222,12 +222,12 @@ def write_chain(tmp_path, monkeypatch, synthetic):
         return config
 
     monkeypatch.setattr(revisions, "alembic_config", config)
-    monkeypatch.setattr(revisions, "HEAD_REVISION", "0020")
+    monkeypatch.setattr(revisions, "HEAD_REVISION", "0021")
 
 
 @pytest.fixture
-def at_0017(db_url):
-    """A database of this version (0017), and an engine on it."""
+def at_0018(db_url):
+    """A database of this version (0018), and an engine on it."""
     open_store(db_url, upgrade=True).close()
     engine = connection.create_engine(connection.Options.defaults(db_url))
     yield engine
@@ -250,62 +250,62 @@ def floor(engine):
 
 
 def test_upgrade_stops_before_a_contract_and_contract_applies_the_rest(
-        at_0017, longer_chain):
-    done = migrate.upgrade(at_0017, expand_only=True)
-    assert done == migrate.Migrated("0017", "0018", "0019")
-    assert revisions.current_revision(at_0017) == "0018"
-    assert sa.inspect(at_0017).has_table("t18")
+        at_0018, longer_chain):
+    done = migrate.upgrade(at_0018, expand_only=True)
+    assert done == migrate.Migrated("0018", "0019", "0020")
+    assert revisions.current_revision(at_0018) == "0019"
+    assert sa.inspect(at_0018).has_table("t19")
     # Run again, it stays there.
-    assert migrate.upgrade(at_0017, expand_only=True) == (
-        migrate.Migrated("0018", "0018", "0019"))
-    assert floor(at_0017) == "0006"
-    done = migrate.contract(at_0017, live_within=60)
-    assert done == migrate.Migrated("0018", "0020", None)
-    assert revisions.current_revision(at_0017) == "0020"
-    assert not sa.inspect(at_0017).has_table("t18")
-    # The contract migration moved the floor: an engine of 0017 no
+    assert migrate.upgrade(at_0018, expand_only=True) == (
+        migrate.Migrated("0019", "0019", "0020"))
+    assert floor(at_0018) == "0006"
+    done = migrate.contract(at_0018, live_within=60)
+    assert done == migrate.Migrated("0019", "0021", None)
+    assert revisions.current_revision(at_0018) == "0021"
+    assert not sa.inspect(at_0018).has_table("t19")
+    # The contract migration moved the floor: an engine of 0018 no
     # longer runs here.
-    assert floor(at_0017) == "0019"
+    assert floor(at_0018) == "0020"
 
 
 def test_the_full_upgrade_applies_contracts_and_moves_the_floor(
-        at_0017, longer_chain):
+        at_0018, longer_chain):
     """SQLite's upgrade on first use, and open_store(upgrade=True): every
     migration."""
-    assert migrate.upgrade(at_0017) == migrate.Migrated(
-        "0017", "0020", None)
-    assert floor(at_0017) == "0019"
+    assert migrate.upgrade(at_0018) == migrate.Migrated(
+        "0018", "0021", None)
+    assert floor(at_0018) == "0020"
 
 
 def test_a_contract_cut_short_leaves_the_floor_past_what_it_did(
-        at_0017, tmp_path, monkeypatch):
+        at_0018, tmp_path, monkeypatch):
     """On MySQL and MariaDB each DDL statement commits on its own: a
     contract migration that dies after dropping its table must leave the
     floor past it, so that the older engines refuse the schema. Where DDL
     is transactional, nothing of it stays, the floor included."""
     write_chain(tmp_path, monkeypatch, {
-        **SYNTHETIC, "0019": (CONTRACT, 'op.drop_table("t18"); '
+        **SYNTHETIC, "0020": (CONTRACT, 'op.drop_table("t19"); '
                                         'raise RuntimeError("cut short")')})
-    migrate.upgrade(at_0017, expand_only=True)
+    migrate.upgrade(at_0018, expand_only=True)
     with pytest.raises(RuntimeError, match="cut short"):
-        migrate.contract(at_0017, live_within=60)
-    dropped = not sa.inspect(at_0017).has_table("t18")
-    assert floor(at_0017) == ("0019" if dropped else "0006")
-    if at_0017.dialect.name != "mysql":
+        migrate.contract(at_0018, live_within=60)
+    dropped = not sa.inspect(at_0018).has_table("t19")
+    assert floor(at_0018) == ("0020" if dropped else "0006")
+    if at_0018.dialect.name != "mysql":
         assert not dropped
 
 
 def test_contract_refuses_while_an_engine_of_an_older_release_is_alive(
-        at_0017, longer_chain):
-    migrate.upgrade(at_0017, expand_only=True)
-    # Before 0017 (NULL), of 0017, of this release, and one of 0017
+        at_0018, longer_chain):
+    migrate.upgrade(at_0018, expand_only=True)
+    # Before 0018 (NULL), of 0018, of this release, and one of 0018
     # silent past the lease: only the first two count.
-    registered(at_0017, "old-host:11", None)
-    registered(at_0017, "mid-host:12", "0017", silent_for=5)
-    registered(at_0017, "new-host:13", "0020")
-    registered(at_0017, "gone-host:14", "0017", silent_for=120)
+    registered(at_0018, "old-host:11", None)
+    registered(at_0018, "mid-host:12", "0018", silent_for=5)
+    registered(at_0018, "new-host:13", "0021")
+    registered(at_0018, "gone-host:14", "0018", silent_for=120)
     with pytest.raises(migrate.OlderEngines) as raised:
-        migrate.contract(at_0017, live_within=60)
+        migrate.contract(at_0018, live_within=60)
     seen = r"last seen \d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC \(\d+ s ago\)"
     assert re.fullmatch(
         rf"2 engine\(s\) of an older release alive, which could not run "
@@ -316,22 +316,22 @@ def test_contract_refuses_while_an_engine_of_an_older_release_is_alive(
         rf"as alive for 60 s \(\[engine\] lease_seconds\) after it was "
         rf"last seen", str(raised.value))
     # Nothing was applied.
-    assert revisions.current_revision(at_0017) == "0018"
-    assert floor(at_0017) == "0006"
-    with at_0017.begin() as conn:
+    assert revisions.current_revision(at_0018) == "0019"
+    assert floor(at_0018) == "0006"
+    with at_0018.begin() as conn:
         conn.execute(engines.delete().where(engines.c.name.in_(
             ["old-host:11", "mid-host:12"])))
-    assert migrate.contract(at_0017, live_within=60).after == "0020"
+    assert migrate.contract(at_0018, live_within=60).after == "0021"
 
 
 def test_an_engine_finds_out_at_its_next_report_of_a_newer_contract(
-        db_url, at_0017):
+        db_url, at_0018):
     """One that started while a newer 'db contract' ran, or was frozen
     past its lease: its next report refuses, and registers nothing."""
     store = open_store(db_url)
     try:
         store.engine_seen("a-host:1", "a-host", 1)
-        with at_0017.begin() as conn:
+        with at_0018.begin() as conn:
             conn.execute(schema_floor.update().values(revision="0099"))
         with pytest.raises(exception.SchemaMismatch, match=(
                 r"contracted past this release: its last contract "
@@ -342,16 +342,16 @@ def test_an_engine_finds_out_at_its_next_report_of_a_newer_contract(
         store.close()
 
 
-def test_contract_refuses_with_nothing_pending_too(at_0017):
+def test_contract_refuses_with_nothing_pending_too(at_0018):
     """It is the upgrade's last step: an engine of the previous release
     still alive means the upgrade is not finished."""
-    registered(at_0017, "old-host:11", None)
+    registered(at_0018, "old-host:11", None)
     with pytest.raises(migrate.OlderEngines):
-        migrate.contract(at_0017, live_within=60)
-    with at_0017.begin() as conn:
+        migrate.contract(at_0018, live_within=60)
+    with at_0018.begin() as conn:
         conn.execute(engines.delete())
-    assert migrate.contract(at_0017, live_within=60) == (
-        migrate.Migrated("0017", "0017", None))
+    assert migrate.contract(at_0018, live_within=60) == (
+        migrate.Migrated("0018", "0018", None))
 
 
 def test_an_engine_registers_its_schema_revision(tmp_path):
@@ -367,21 +367,21 @@ def test_an_engine_registers_its_schema_revision(tmp_path):
     assert rows == [("host-a:1", revisions.HEAD_REVISION)]
 
 
-def test_an_older_recovery_refuses_to_migrate_a_newer_schema(at_0017):
-    with at_0017.begin() as conn:
+def test_an_older_recovery_refuses_to_migrate_a_newer_schema(at_0018):
+    with at_0018.begin() as conn:
         conn.execute(sa.text(
             "UPDATE alembic_version SET version_num = '0099'"))
-    for attempt in (lambda: migrate.upgrade(at_0017, expand_only=True),
-                    lambda: migrate.contract(at_0017, 60)):
+    for attempt in (lambda: migrate.upgrade(at_0018, expand_only=True),
+                    lambda: migrate.contract(at_0018, 60)):
         with pytest.raises(exception.SchemaMismatch) as raised:
             attempt()
         assert str(raised.value).endswith(
-            "newer than this recovery's 0017: upgrade recovery on this "
+            "newer than this recovery's 0018: upgrade recovery on this "
             "controller")
 
 
 def test_the_commands_say_where_they_stopped_and_what_refused(
-        at_0017, longer_chain, db_url, capsys):
+        at_0018, longer_chain, db_url, capsys):
     conf = cfg.ConfigOpts()
     recovery_conf.register_opts(conf)
     conf([], default_config_files=[])
@@ -390,18 +390,18 @@ def test_the_commands_say_where_they_stopped_and_what_refused(
                          argparse.Namespace(action="contract"))
     assert commands.db(conf, upgrade) == commands.EXIT_OK
     assert capsys.readouterr().out == (
-        "schema at 0018 (was 0017); stopped before contract migration "
-        "0019, which engines of the previous release cannot run on: run "
+        "schema at 0019 (was 0018); stopped before contract migration "
+        "0020, which engines of the previous release cannot run on: run "
         "'recovery db contract' once every engine runs this release\n")
-    registered(at_0017, "old-host:11", None)
+    registered(at_0018, "old-host:11", None)
     assert commands.db(conf, contract) == commands.EXIT_REFUSED
     assert capsys.readouterr().err.startswith(
         "recovery: error: 1 engine(s) of an older release alive, which "
         "could not run on the contracted schema: old-host:11 on old-host, "
         "last seen ")
-    with at_0017.begin() as conn:
+    with at_0018.begin() as conn:
         conn.execute(engines.delete())
     assert commands.db(conf, contract) == commands.EXIT_OK
     assert capsys.readouterr().out == (
-        "schema at 0020 (was 0018); no engine of an older release is "
+        "schema at 0021 (was 0019); no engine of an older release is "
         "alive\n")

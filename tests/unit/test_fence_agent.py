@@ -13,8 +13,10 @@ import pytest
 from recovery import exception
 from recovery.fencing import BmcRefused
 from recovery.fencing import BmcSettings
+from recovery.fencing import DeviceKind
 from recovery.fencing import Secret
 from recovery.fencing import Timing
+from recovery.fencing import Unreachable
 from recovery.fencing.agent import AgentFencer
 from recovery.fencing.agent import metadata
 from tests.unit.fakes import FakeClock
@@ -85,6 +87,9 @@ def test_the_same_failure_three_times_from_the_start_is_a_refusal(
         fencer.power_off(FakeClock())
     assert len(calls()) == 3            # off, status, status: no more
     assert PASSWORD not in str(caught.value)
+    # It never answered: a BMC that lost its power fails so.
+    assert isinstance(caught.value, Unreachable)
+    assert fencer.kind is DeviceKind.POWER
 
 
 def test_failures_after_an_answer_that_worked_are_waited_through(scripted):
@@ -93,7 +98,7 @@ def test_failures_after_an_answer_that_worked_are_waited_through(scripted):
                              status=[[0, "Status: ON"], failure])
     with pytest.raises(exception.FencingError) as caught:
         fencer.power_off(FakeClock())
-    assert not isinstance(caught.value, BmcRefused)
+    assert not isinstance(caught.value, BmcRefused | Unreachable)
     assert "power not verified Off within 30 s" in str(caught.value)
     assert len(calls()) > 10
 

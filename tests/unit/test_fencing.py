@@ -24,6 +24,7 @@ from recovery.fencing import BmcSettings
 from recovery.fencing import Fencer
 from recovery.fencing import Secret
 from recovery.fencing import Timing
+from recovery.fencing import Unreachable
 from recovery.fencing import call_bounded
 from recovery.fencing import ipmi as ipmi_driver
 from recovery.fencing import load_fencing
@@ -350,8 +351,14 @@ def test_one_attempt_waits_the_whole_timeout():
 def test_a_second_request_is_reported():
     clock = FakeClock()
     fencer = ScriptedFencer(clock, off_at=12.0)
-    assert fencer.power_off(clock).endswith("(2 power-off requests)")
+    assert fencer.power_off(clock).endswith(
+        "(2 power-off requests, Off 2.0 s after the last one accepted, an "
+        "earlier one 10.0 s without Off)")
     assert fencer.requests == [0.0, 10.0]
+    # What the device's pacing learns: its lag is over 10 s (the first
+    # request went that long with the power On), whether the BMC acted on
+    # the first request at 12 s or restarted on the second.
+    assert fencer.lag_seen == 10.0
 
 
 def test_failed_request_still_waits_for_off():
@@ -375,10 +382,28 @@ def test_last_error_is_in_the_failure():
     errors = [exception.FencingError("fake power-off of bmc: no route")] * 3
     fencer = ScriptedFencer(clock, send_errors=errors,
                             read_errors=errors * 20)
-    with pytest.raises(exception.FencingError,
-                       match="last BMC error: no route$"):
+    with pytest.raises(Unreachable,
+                       match="last BMC error: no route; the BMC never "
+                             "answered$"):
         fencer.power_off(clock)
     assert clock.t == 30.0
+
+
+def test_a_bmc_that_answered_anything_is_not_unreachable():
+    """A request accepted with the power never read, or a power read On:
+    the BMC has power. Only a BMC that never answered is out of reach."""
+    clock = FakeClock()
+    unread = [exception.FencingError("fake power-off of bmc: no route")] * 60
+    for fencer in (ScriptedFencer(clock, read_errors=unread),
+                   ScriptedFencer(clock)):
+        with pytest.raises(exception.FencingError) as caught:
+            fencer.power_off(clock)
+        assert not isinstance(caught.value, Unreachable)
+        assert "never answered" not in str(caught.value)
+    with pytest.raises(BmcRefused) as caught:
+        ScriptedFencer(clock, send_errors=[BmcRefused("fake: 401")]
+                       ).power_off(clock)
+    assert not isinstance(caught.value, Unreachable)
 
 
 @pytest.mark.parametrize("where", ["send_errors", "read_errors"])

@@ -10,12 +10,16 @@ import pytest
 
 from recovery import exception
 from recovery.fencing import BmcRefused
+from recovery.fencing import DeviceKind
 from recovery.fencing import HostFence
 from recovery.fencing import Timing
 from recovery.fencing import load_fencing
 from recovery.fencing.levels import Device
 from recovery.fencing.levels import Level
 from recovery.metrics import METRICS
+from tests import fencing_doubles as doubles
+from tests.fencing_doubles import PowerDouble
+from tests.fencing_doubles import StorageDouble
 from tests.unit.fakes import FakeClock
 from tests.unit.test_fencing import PASSWORD
 from tests.unit.test_fencing import ScriptedFencer
@@ -44,9 +48,10 @@ def test_the_first_level_that_proves_it_off_ends_the_fencing():
                           device("spare", clock, off_at=0.0))
     told = []
     before = observed("2", "ipmi", "proved")
-    message = fence_of((1, [kdump]), (2, [ipmi]), (3, [spare])).power_off(
+    proof = fence_of((1, [kdump]), (2, [ipmi]), (3, [spare])).power_off(
         clock, told.append)
-    assert message.startswith("level 2: powered off through fake bmc")
+    assert proof.text.startswith("level 2: powered off through fake bmc")
+    assert not proof.storage_only
     assert [(a.level, a.device, a.proved) for a in told] == [
         (1, "kdump", False), (2, "ipmi", True)]
     assert told[0].seconds == 10.0 and told[1].seconds == 3.0
@@ -62,18 +67,18 @@ def test_every_device_of_a_level_must_prove_it():
     after, never = (device("after", clock, off_at=0.0),
                     device("never", clock, off_at=0.0))
     told = []
-    message = fence_of((1, [power, storage, never]), (2, [after])).power_off(
+    proof = fence_of((1, [power, storage, never]), (2, [after])).power_off(
         clock, told.append)
-    assert message.startswith("level 2: ")
+    assert proof.text.startswith("level 2: ")
     assert [a.device for a in told] == ["power", "storage", "after"]
     assert never.fencer.requests == []  # its level had already failed
 
 
 def test_a_level_of_two_devices_names_both_proofs():
     clock = FakeClock()
-    message = fence_of((1, [device("a", clock, off_at=0.0),
-                            device("b", clock, off_at=0.0)])).power_off(clock)
-    assert message.count("powered off through fake bmc") == 2
+    proof = fence_of((1, [device("a", clock, off_at=0.0),
+                          device("b", clock, off_at=0.0)])).power_off(clock)
+    assert proof.text.count("powered off through fake bmc") == 2
 
 
 def test_when_every_level_fails_the_error_names_each_device():
@@ -81,9 +86,11 @@ def test_when_every_level_fails_the_error_names_each_device():
     fence = fence_of((1, [device("kdump", clock)]),
                      (2, [device("ipmi", clock, send_errors=[
                          BmcRefused(f"fake: 401 for {PASSWORD}")])]))
-    with pytest.raises(exception.FencingError) as caught:
+    with pytest.raises(exception.FenceHeld) as caught:
         fence.power_off(clock)
     message = str(caught.value)
+    assert caught.value.cause == "fence_failed"
+    assert not caught.value.bmcs_unreachable
     assert message.startswith("no fencing level proved it off: ")
     assert "level 1 device kdump (fake) failed after 10.0 s" in message
     assert "level 2 device ipmi (fake) failed after 0.0 s: fake: 401" in (
@@ -94,15 +101,16 @@ def test_a_refusal_moves_on_to_the_next_level():
     clock = FakeClock()
     fence = fence_of((1, [device("a", clock, read_errors=[
         BmcRefused("fake: 401")])]), (2, [device("b", clock, off_at=0.0)]))
-    assert fence.power_off(clock).startswith("level 2: ")
+    assert fence.power_off(clock).text.startswith("level 2: ")
 
 
 def test_one_device_alone_fails_as_its_driver_does():
     clock = FakeClock()
     fence = fence_of((1, [device("only", clock, read_errors=[
         BmcRefused("fake: 401")])]))
-    with pytest.raises(BmcRefused, match="^fake: 401$"):
+    with pytest.raises(exception.FenceHeld, match="^fake: 401$") as caught:
         fence.power_off(clock)
+    assert caught.value.cause == "fence_failed"
     assert fence.describe() == "fake power-off of bmc"
 
 
@@ -126,6 +134,93 @@ def test_a_check_asks_every_device_and_fences_none():
         (1, "a", "status", True, "power Off"),
         (2, "b", "status", False, "fake: no route")]
     assert first.fencer.requests == second.fencer.requests == []
+
+
+# -- storage-only levels ------------------------------------------------------
+def test_a_storage_level_comes_last_and_only_through_its_gate():
+    """Level 1 a storage fence, level 2 a dead BMC: the BMC is tried
+    first, the gate is asked with its attempt, then the storage fence
+    proves it, storage-only."""
+    clock = FakeClock()
+    storage, bmc = StorageDouble("compute-1"), PowerDouble("compute-1")
+    asked = []
+
+    def gate(attempts, level):
+        asked.append([(a.device, a.reached, a.device_kind) for a in attempts])
+        return "the evidence"
+
+    proof = doubles.fence("compute-1", [storage], [bmc]).power_off(
+        clock, gate=gate)
+    assert asked == [[("power-double-2-0", False, DeviceKind.POWER)]]
+    assert proof.storage_only and proof.storage == (storage,)
+    assert proof.text == (
+        "level 1: blocklisted compute-1's storage address, read back; a "
+        "storage fence alone, on this evidence: the evidence")
+
+
+def test_a_gate_that_holds_leaves_the_storage_fence_untouched():
+    clock = FakeClock()
+    storage = StorageDouble("compute-1")
+
+    def gate(attempts, level):
+        raise exception.FenceHeld("the BMC answered", "bmc_answered")
+
+    fence = doubles.fence("compute-1", [PowerDouble("compute-1", "On")],
+                          [storage])
+    with pytest.raises(exception.FenceHeld) as caught:
+        fence.power_off(clock, gate=gate)
+    assert storage.fenced == 0
+    assert caught.value.cause == "bmc_answered"
+    assert not caught.value.bmcs_unreachable
+    assert str(caught.value).startswith(
+        "no fencing level proved it off: level 1 device power-double-1-0 "
+        "(power-double) failed after 0.3 s: ")
+    assert str(caught.value).endswith("; the BMC answered")
+
+
+def test_without_a_gate_no_storage_fence_is_tried():
+    storage = StorageDouble("compute-1")
+    with pytest.raises(exception.FenceHeld, match="never tried without the "
+                                                  "evidence rule"):
+        doubles.fence("compute-1", [storage]).power_off(FakeClock())
+    assert storage.fenced == 0
+
+
+def device_results(kind, result):
+    return METRICS.registry.get_sample_value(
+        "recovery_fencing_device_results_total",
+        {"kind": kind, "result": result}) or 0
+
+
+def test_dead_bmcs_alone_hold_as_unreachable():
+    fence = doubles.fence("compute-1", [PowerDouble("compute-1")],
+                          [PowerDouble("compute-1")])
+    before = device_results("power", "unreachable")
+    with pytest.raises(exception.FenceHeld) as caught:
+        fence.power_off(FakeClock())
+    assert device_results("power", "unreachable") - before == 2
+    assert caught.value.cause == "unreachable"
+    assert caught.value.bmcs_unreachable
+    assert "level 1 device power-double-1-0 (power-double) unreachable " \
+           "after 0.3 s" in str(caught.value)
+
+
+def test_a_level_mixing_power_and_storage_needs_its_power_proof():
+    """Its power device is tried first, even listed second: when it
+    fails, the storage device is not tried, and no gate is asked."""
+    clock = FakeClock()
+    storage = StorageDouble("compute-1")
+
+    def gate(attempts, level):
+        raise AssertionError("a mixed level is a power proof, not gated")
+
+    fence = doubles.fence("compute-1", [storage, PowerDouble("compute-1")])
+    with pytest.raises(exception.FenceHeld):
+        fence.power_off(clock, gate=gate)
+    assert storage.fenced == 0
+    proof = doubles.fence("compute-1", [storage, PowerDouble(
+        "compute-1", "Off")]).power_off(clock, gate=gate)
+    assert storage.fenced == 1 and not proof.storage_only
 
 
 # -- levels and devices in the credentials file -------------------------------

@@ -266,12 +266,16 @@ def test_failed_fencing_changes_nothing_in_nova(caplog):
     nova = nova_with(state="up")
     nova.add_server("a")
     error = exception.FencingError("BMC says no")
-    with pytest.raises(exception.FencingError,
-                       match=f"^{HOST} could not be proved off: BMC says no"):
+    with pytest.raises(exception.FenceHeld,
+                       match=f"^{HOST} could not be proved off: BMC says no"
+                       ) as caught:
         recover(nova, fencer=FakeFencer(nova, error))
+    assert caught.value.cause == "fence_failed"
     assert mutations(nova) == [("power_off", "")]
-    assert (f"ALARM: {HOST} could not be proved off: BMC says no. Nothing "
-            f"is forced down or evacuated") in caplog.text
+    # A warning: the engine raises the alarm, once per host or domain.
+    assert (f"{HOST} could not be proved off (held: fence_failed): BMC says "
+            f"no. Nothing is forced down or evacuated") in caplog.text
+    assert "ALARM" not in caplog.text
 
 
 def test_dry_run_plans_the_fencing_without_fencing():

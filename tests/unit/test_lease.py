@@ -9,6 +9,7 @@ import pytest
 
 from recovery import exception
 from recovery.db.claims import Window
+from recovery.db.tables import notifications
 from recovery.engine.lease import Lease
 from recovery.engine.lease import LeaseKeeper
 from recovery.engine.runner import StoreRecorder
@@ -129,6 +130,46 @@ def test_the_keeper_renews_every_run_it_tracks(store, clock, uuid):
     keeper.renew()
     assert store.get(uuid).lease_until == clock.now() + (
         datetime.timedelta(seconds=SECONDS - 40))
+
+
+def test_the_keeper_renews_its_runs_in_one_call_and_loses_only_the_lost(
+        store, clock, caplog):
+    leases = []
+    for n in range(3):
+        store.add(type="COMPUTE_HOST", kind=Kind.HOST_FAILURE,
+                  hostname=f"compute-{n}", generated_time=clock.now(),
+                  payload={"event": "STOPPED"}, origin="api",
+                  status=Status.NEW, now=clock.now())
+        leases.append(take(store, clock, "engine-a:1"))
+    calls = []
+
+    class Counted:
+        @staticmethod
+        def renew_leases(holders):
+            calls.append(sorted(holders))
+            return store.renew_leases(holders)
+
+    keeper = LeaseKeeper(Counted(), clock, SECONDS)
+    for lease in leases:
+        keeper.track(lease)
+    # Another process took the second run over (a new token).
+    lost = leases[1]
+    with store._engine.begin() as conn:
+        conn.execute(notifications.update().where(
+            notifications.c.uuid == lost.uuid).values(
+                version=notifications.c.version + 1))
+    clock.t += 40
+    with caplog.at_level(logging.ERROR):
+        keeper.renew()
+    assert calls == [sorted(lease.uuid for lease in leases)]
+    assert keeper.tracked() == [leases[0], leases[2]]
+    assert f"Lost the lease of notification {lost.uuid}: it is no longer " \
+           f"held by engine-a:1" in caplog.text
+    with pytest.raises(exception.LeaseLost):
+        lost.check()
+    clock.t += 40       # past the take's lease: the renewal extended them
+    leases[0].check()
+    leases[2].check()
 
 
 def test_the_end_of_a_run_proves_the_lease_too(store, clock, uuid):

@@ -12,6 +12,7 @@ import yaml
 from prometheus_client.parser import text_string_to_metric_families
 
 from recovery.db.store import open_store
+from recovery.fencing.fencer import DeviceKind
 from recovery.metrics import METRICS
 from recovery.metrics import InstanceOutcomes
 from recovery.metrics import Metrics
@@ -68,6 +69,22 @@ def test_each_outcome_counts_once_when_the_instance_is_done():
     assert sample("recovery_instance_recovery_seconds_count") == timed + 1
 
 
+def test_a_fencing_device_s_attempt_counts_by_kind_and_result():
+    def count(kind, result):
+        return sample("recovery_fencing_device_results_total", kind=kind,
+                      result=result)
+
+    cases = [(DeviceKind.POWER, False, False, "unreachable"),
+             (DeviceKind.POWER, False, True, "failed"),
+             (DeviceKind.STORAGE, True, True, "proved"),
+             (DeviceKind.MESSAGE, False, True, "failed")]
+    before = [count(kind, result) for kind, _, _, result in cases]
+    for kind, proved, reached, _ in cases:
+        METRICS.fencing_device_done(kind, proved=proved, reached=reached)
+    assert [count(kind, result) for kind, _, _, result in cases] == [
+        n + 1 for n in before]
+
+
 def exposition(tmp_path) -> list:
     """Every sample a process exports once each metric has been used,
     the store's included."""
@@ -86,6 +103,8 @@ def exposition(tmp_path) -> list:
             pass
         metrics.holds.labels("window").inc()
         metrics.fencing.labels("redfish", "off").inc()
+        metrics.fencing_device_results.labels("storage", "proved").inc()
+        metrics.fencing_holds.labels("unreachable").inc()
         metrics.renewals.labels("renewed").inc()
         metrics.detector_hosts.labels("up").set(1)
         metrics.failures_tolerated.labels("segment-1").set(1)

@@ -242,6 +242,30 @@ def test_0017_journals_each_instance_s_project(tmp_path):
         store.close()
 
 
+def test_0018_keeps_each_fencing_device_s_lag(tmp_path):
+    """A store of 0017, with what it held, gets the table of the devices'
+    lags, empty: no device has a lag learned before it."""
+    url = f"sqlite:///{tmp_path}/s.sqlite"
+    run = _journal_one(url, project_id="p-1")
+    back_to(url, "0017")
+    engine = sqlalchemy.create_engine(url)
+    assert "fence_lags" not in sqlalchemy.inspect(
+        engine).get_table_names()
+    engine.dispose()
+    store = open_store(url)
+    store.lease_clock = lambda conn: NOW
+    device = "redfish https://bmc-1:8000/redfish/v1/Systems/1"
+    try:
+        assert [r.project_id for r in store.journal(run.uuid)] == ["p-1"]
+        assert store.fence_lag(device) is None
+        learned = store.learn_fence_lag(device, "compute-1", 12.5)
+        assert (learned.longest, learned.last, learned.fencings) == (
+            12.5, 12.5, 1)
+        assert store.fence_lag(device) == learned
+    finally:
+        store.close()
+
+
 def test_head_revision_is_the_migrations_head():
     """A store at HEAD_REVISION is opened without alembic: were it not
     the real head of migrations/versions, a new migration would never

@@ -177,9 +177,9 @@ def test_a_renewal_the_end_of_the_run_overtook_is_no_loss(
 
     class Store:
         @staticmethod
-        def renew(uuid, *, holder):
+        def renew_leases(holders):
             hold.point()
-            return store.renew(uuid, holder=holder)
+            return store.renew_leases(holders)
 
     keeper._store = Store()
 

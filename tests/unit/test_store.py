@@ -110,9 +110,10 @@ def finish(store, uuid, owner, status, message, now, retry_at=None):
 def renew(store, owner, now):
     """What an engine's lease keeper does for each run it holds."""
     store.lease_clock.now = now
-    for item in store.list_notifications(filters={"owner": owner,
-                                                  "status": "running"}):
-        store.renew(item.uuid, holder=holder(store, item.uuid, owner))
+    assert store.renew_leases({
+        item.uuid: holder(store, item.uuid, owner)
+        for item in store.list_notifications(
+            filters={"owner": owner, "status": "running"})}) == set()
 
 
 def next_runnable(store, now, **kwargs):
@@ -503,6 +504,40 @@ def test_renew_leaves_other_owners_alone(store):
     renew(store, ME, later(30))
     assert store.get(mine.uuid).lease_until == later(30 + LEASE)
     assert store.get(theirs.uuid).lease_until == later(LEASE)
+
+
+def test_an_engine_s_leases_are_renewed_in_one_statement(store):
+    items = [add(store, f"compute-{n}", now=later(n)) for n in range(3)]
+    for _ in items:
+        claim(store, ME, NOW, LEASE)
+    updates = []
+    sa.event.listen(store._engine, "before_cursor_execute",
+                    lambda conn, cursor, statement, *_: updates.append(
+                        statement) if statement.startswith("UPDATE") else None)
+    renew(store, ME, later(30))
+    assert len(updates) == 1
+    for item in items:
+        assert store.get(item.uuid).lease_until == later(30 + LEASE)
+
+
+def test_a_renewal_names_the_runs_no_longer_held(store):
+    taken_over, ran_out = (add(store, f"compute-{n}", now=later(n))
+                           for n in range(2))
+    claim(store, ME, NOW, LEASE)
+    claim(store, ME, NOW, LEASE)
+    kept = add(store, "compute-3", now=later(2))
+    claim(store, ME, later(30), LEASE)
+    holders = {item.uuid: holder(store, item.uuid, ME)
+               for item in (kept, taken_over, ran_out)}
+    # Two leases ran out; another engine took one of those runs over.
+    take(store, store.get(taken_over.uuid), OTHER, later(LEASE + 1), LEASE)
+    store.lease_clock.now = later(LEASE + 2)
+    assert store.renew_leases(holders) == {taken_over.uuid, ran_out.uuid}
+    assert store.get(kept.uuid).lease_until == later(2 * LEASE + 2)
+    # Neither the other engine's run nor the one that ran out is revived.
+    assert store.get(taken_over.uuid).owner == OTHER
+    assert store.get(taken_over.uuid).lease_until == later(2 * LEASE + 1)
+    assert store.get(ran_out.uuid).lease_until == later(LEASE)
 
 
 # -- claim_host --------------------------------------------------------------

@@ -8,10 +8,12 @@ import sqlite3
 
 import pytest
 import sqlalchemy
+from oslo_db import exception as db_exc
 
 from recovery import exception
 from recovery.db.claims import Holder
 from recovery.db.store import open_store
+from recovery.db.transaction import translate
 from recovery.engine import runner
 from recovery.notification import Kind
 from recovery.notification import Status
@@ -68,7 +70,7 @@ def test_a_locked_database_is_unavailable_then_works_again(store, path):
         with pytest.raises(exception.StoreUnavailable):
             store.get(item.uuid)
         with pytest.raises(exception.StoreUnavailable):
-            store.renew(item.uuid, holder=Holder("engine-a:1", 0, 60))
+            store.renew_leases({item.uuid: Holder("engine-a:1", 0, 60)})
     assert isinstance(caught.value.__cause__,
                       sqlalchemy.exc.OperationalError)
     assert "[database] busy_timeout" in str(caught.value)
@@ -120,3 +122,23 @@ def test_an_accepted_notification_is_read_back_in_its_own_transaction(
     assert len(transactions) == 1
     assert notification.status is Status.NEW
     assert store.get(notification.uuid) == notification
+
+
+def test_a_lost_connection_is_told_in_the_driver_s_words_on_one_line():
+    # As oslo.db raises it: its error around SQLAlchemy's, around the
+    # driver's (psycopg's message spans lines); the statement and its
+    # parameters (an instance's name among them) stay out.
+    driver = OSError("consuming input failed: server closed the "
+                     "connection unexpectedly\n\tThis probably means the "
+                     "server terminated abnormally")
+    raised = sqlalchemy.exc.OperationalError(
+        "INSERT INTO events (subject) VALUES (%(subject)s)",
+        {"subject": "vm-1"}, driver)
+    error = translate(db_exc.DBConnectionError(raised))
+    assert isinstance(error, exception.StoreUnavailable)
+    assert str(error) == (
+        "the database is unavailable: consuming input failed: server "
+        "closed the connection unexpectedly This probably means the server "
+        "terminated abnormally (unreachable, locked by another writer for "
+        "longer than [database] busy_timeout, or out of connections); a "
+        "later try may work")

@@ -15,13 +15,17 @@ import typing
 import pytest
 
 import recovery
+from recovery import confirming
 from recovery import intake
+from recovery import pacing
 from recovery.api import app
 from recovery.api import catalog
 from recovery.api import notifications
 from recovery.db.store import Store
+from recovery.engine import agreement
 from recovery.engine import capacity
 from recovery.engine import gates
+from recovery.engine import holds
 from recovery.engine import lease
 from recovery.engine import reports
 from recovery.engine import runner
@@ -37,7 +41,9 @@ PROTOCOLS = [
     lease.Renewals, runner.RunStore, runner.ByHandRunStore,
     service.EngineStore, capacity.SegmentSource, capacity.EventLog,
     capacity.CapacityStore, simulation.SimulationStore,
-    ReservedHostStore, reports.DetectorStore, gates.GateStore]
+    ReservedHostStore, reports.DetectorStore, gates.GateStore,
+    holds.HoldStore, agreement.ViewStore, confirming.ConfirmStore,
+    pacing.LagBook]
 
 # What stands in for the store, and the Protocol it stands in for.
 STAND_INS = [(capacity.Segments, ReservedHostStore),
@@ -50,7 +56,7 @@ CONSUMERS = ["intake.py", "api", "flows", "engine/runner.py",
              "engine/service.py", "engine/lease.py", "engine/capacity.py",
              "engine/detector.py", "engine/fast_path.py",
              "engine/reports.py", "engine/gates.py", "engine/simulation.py",
-             "cmd/segments.py"]
+             "engine/holds.py", "engine/agreement.py", "cmd/segments.py"]
 
 ROOT = pathlib.Path(recovery.__file__).parent
 P = inspect.Parameter
