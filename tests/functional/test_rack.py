@@ -19,6 +19,11 @@ SPARES = [f"spare-{n:02}" for n in range(20)]
 # The engines' defaults but the grace: balance, not liveness, decides
 # who claims, however loaded the machine.
 EXTRA = "balance_grace = 20\nmax_concurrent_host_recoveries = 20\n"
+# And a lease long enough that an engine starved of CPU for a few
+# seconds (CI's test workers share two cores) stays live in the registry:
+# at start_engines' 5 s, one engine was counted out, the other two took
+# a share of 10 each, and the spread was 8, 8 and 4.
+LEASE = 15
 
 
 def _nova() -> FakeNova:
@@ -50,7 +55,8 @@ def test_a_whole_rack_is_recovered_once_spread_over_three_engines(
         for host in RACK:
             nova.fail_host(host)
         engines = start_engines(3, tmp_path, nova.endpoint, postgresql_url,
-                                threads=10, extra=EXTRA)
+                                threads=10, extra=EXTRA,
+                                lease_seconds=LEASE)
         try:
             uuids = [engines[0].post_host_down(host) for host in RACK]
             for uuid in uuids:
