@@ -1,6 +1,8 @@
 """One poll of Nova's evacuation migrations serves every instance in
 flight, from every host the engine is recovering; it is made when the
-evacuations are expected to have ended, as the ones before them did."""
+evacuations are expected to have ended, as the ones before them did, and
+it asks only for the migrations changed since shortly before the newest
+change the last one saw."""
 
 import collections
 import contextlib
@@ -15,10 +17,19 @@ from recovery.exception import WaitTimeout
 from recovery.models import Migration
 from recovery.nova import Nova
 
-# Nova compares changes-since with its own clock. Look this far back so a
-# controller whose clock runs ahead of Nova's still sees every migration;
-# an older migration of the same instance is told apart by its lower id.
+# Nova compares changes-since with its own clock. A run's first poll (its
+# baseline) looks this far back from the run's start, so that an engine
+# whose clock runs ahead of Nova's still sees every migration; an older
+# migration of the same instance is told apart by its lower id.
 CLOCK_SKEW_MARGIN = datetime.timedelta(hours=1)
+# Later polls look back this far from the newest change a poll saw, by
+# Nova's own stamps: one poll of a rack's recovery then lists the
+# migrations that changed lately, not every one since the run began.
+# Every stamp on a migration is a controller's (nova-compute saves its
+# migrations through nova-conductor), and controllers whose clocks are
+# further apart than Nova's service_down_time (60 s by default) already
+# break Nova's own liveness checks.
+STAMP_MARGIN = datetime.timedelta(seconds=60)
 # Lock, evacuate and unlock are three requests an instance; a poll that
 # confirms two evacuations adds half of one: 3.5 in all, the budget.
 CONFIRMS_PER_POLL = 2
@@ -60,8 +71,11 @@ class EvacuationWatcher:
         self._clock = clock
         self._lock = Lock()
         self._latest: dict[str, Migration] = {}
-        # Each following run: its start (wall clock) and poll interval.
-        self._runs: dict[int, tuple[datetime.datetime, float]] = {}
+        # The newest updated_at of the migrations polled (Nova's clock).
+        self._newest: datetime.datetime | None = None
+        # Each following run: its start (wall clock), poll interval, and
+        # the number of its baseline poll.
+        self._runs: dict[int, tuple[datetime.datetime, float, int]] = {}
         self._next_run = 0
         self._started = 0         # polls started
         self._completed = 0       # polls that answered
@@ -85,9 +99,9 @@ class EvacuationWatcher:
         with self._lock:
             key = self._next_run
             self._next_run += 1
-            self._runs[key] = (self._clock.now(), interval)
             # The run's baseline: a poll that starts from now on.
             baseline_poll = self._started + 1
+            self._runs[key] = (self._clock.now(), interval, baseline_poll)
         try:
             yield Watch(self, baseline_poll, nova)
         finally:
@@ -97,6 +111,7 @@ class EvacuationWatcher:
                     # Nothing kept between runs.
                     self._latest.clear()
                     self._durations.clear()
+                    self._newest = None
 
     # -- for one run (through its Watch) --------------------------------
     def baseline(self, instance_uuid: str, poll: int,
@@ -203,7 +218,7 @@ class EvacuationWatcher:
     def _due(self) -> float:
         """Under the lock, with someone waiting: when the next poll is
         due (monotonic)."""
-        interval = min(i for _, i in self._runs.values())
+        interval = min(i for _, i, _ in self._runs.values())
         expected = (statistics.median(self._durations) if self._durations
                     else interval)
         longest = next(iter(self._waiters.values()))
@@ -220,9 +235,23 @@ class EvacuationWatcher:
         self._polling = Event()
         self._last_poll = self._clock.monotonic()
 
+    def _since(self) -> datetime.datetime:
+        """Under the lock: how far back the poll starting now looks. As
+        far as a run's start, less ``CLOCK_SKEW_MARGIN``, until a poll
+        has answered since the run began following (its baseline: it
+        must see the run's instances' older migrations); then only
+        ``STAMP_MARGIN`` before the newest change seen. A migration not
+        listed since is one that has not changed: its last state is in
+        ``_latest``."""
+        return min(
+            start - CLOCK_SKEW_MARGIN
+            if self._newest is None or self._completed < baseline_poll
+            else self._newest - STAMP_MARGIN
+            for start, _, baseline_poll in self._runs.values())
+
     def _poll(self, nova: Nova) -> None:
         with self._lock:
-            since = min(s for s, _ in self._runs.values()) - CLOCK_SKEW_MARGIN
+            since = self._since()
             done = self._polling
         try:
             migrations = nova.list_evacuations(
@@ -232,6 +261,10 @@ class EvacuationWatcher:
                     known = self._latest.get(migration.instance_uuid)
                     if known is None or migration.id >= known.id:
                         self._latest[migration.instance_uuid] = migration
+                    changed = migration.updated_at
+                    if changed is not None and (self._newest is None
+                                                or changed > self._newest):
+                        self._newest = changed
                 self._completed = self._started
                 for waiter in self._waiters.values():
                     if self._found(waiter.instance_uuid, waiter.floor,

@@ -6,9 +6,12 @@ import datetime
 import pytest
 
 from recovery import exception
+from recovery.flows.watcher import CLOCK_SKEW_MARGIN
 from recovery.flows.watcher import MAX_GAP
+from recovery.flows.watcher import STAMP_MARGIN
 from recovery.flows.watcher import EvacuationWatcher
 from recovery.models import Migration
+from recovery.models import parse_time
 from tests.unit.fakes import FakeClock
 from tests.unit.fakes import MemoryNova
 
@@ -160,6 +163,9 @@ class TimedNova:
         self.clock = clock
         self.evacuations: dict[str, tuple[int, float, float]] = {}
         self.polled: list[float] = []
+        # Each poll's changes-since, and the instances it listed.
+        self.since: list[datetime.datetime] = []
+        self.listed: list[list[str]] = []
 
     def check(self) -> None:
         pass
@@ -170,15 +176,20 @@ class TimedNova:
 
     def list_evacuations(self, changes_since=None):
         self.polled.append(self.clock.t)
+        since = parse_time(changes_since)
+        self.since.append(since)
         found = []
         for uuid, (ident, sent, seconds) in self.evacuations.items():
             done = self.clock.t >= sent + seconds
+            updated = _stamp(sent + seconds if done else sent)
+            if updated < since:
+                continue
             found.append(Migration(
                 id=ident, uuid=f"mig-{ident}", instance_uuid=uuid,
                 status="done" if done else "running",
                 source_compute="compute-1", dest_compute="compute-2",
-                created_at=_stamp(sent),
-                updated_at=_stamp(sent + seconds if done else sent)))
+                created_at=_stamp(sent), updated_at=updated))
+        self.listed.append([m.instance_uuid for m in found])
         return found
 
 
@@ -264,3 +275,32 @@ def test_the_learned_duration_is_forgotten_once_no_run_follows():
         watch.ended("b", 0, timeout=60, what="b")
     # Polled every interval again, as at first.
     assert nova.polled[polls:] == [3.5, 4.0, 4.5, 5.0, 5.5, 6.0]
+
+
+def test_later_polls_ask_only_for_what_changed_lately():
+    """The run's first poll looks back CLOCK_SKEW_MARGIN from its start;
+    the next ones STAMP_MARGIN from the newest change seen, so an
+    evacuation that ended long ago is no longer listed. A run that
+    begins later still finds it, from a baseline poll of its own."""
+    clock = FakeClock()
+    nova = TimedNova(clock)
+    watcher = EvacuationWatcher(clock)
+    with watcher.follow(nova, 0.5) as watch:
+        nova.evacuate("x", 1.0)
+        watch.ended("x", 0, timeout=60, what="x")
+        assert nova.since[:2] == [_stamp(0) - CLOCK_SKEW_MARGIN,
+                                  _stamp(0) - STAMP_MARGIN]
+        clock.sleep(120)
+        nova.evacuate("y", 1.0)
+        watch.ended("y", 0, timeout=60, what="y")
+        assert nova.listed[-1] == ["x", "y"]
+        ended_y = clock.t
+        nova.evacuate("z", 1.0)
+        assert watch.ended("z", 0, timeout=60, what="z").status == "done"
+        # Once a poll saw y end, x (last changed at 1 s) is no longer
+        # asked for.
+        assert nova.since[-1] == _stamp(ended_y) - STAMP_MARGIN
+        assert nova.listed[-1] == ["y", "z"]
+        with watcher.follow(nova, 0.5) as later:
+            assert later.baseline("x") == 1
+            assert nova.since[-1] == _stamp(clock.t) - CLOCK_SKEW_MARGIN
