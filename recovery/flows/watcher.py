@@ -23,12 +23,14 @@ from recovery.nova import Nova
 # migration of the same instance is told apart by its lower id.
 CLOCK_SKEW_MARGIN = datetime.timedelta(hours=1)
 # Later polls look back this far from the newest change a poll saw, by
-# Nova's own stamps: one poll of a rack's recovery then lists the
+# Nova's own stamps (or from this engine's clock, if that is earlier: a
+# controller whose clock runs ahead does not move the poll past the
+# others' changes): one poll of a rack's recovery then lists the
 # migrations that changed lately, not every one since the run began.
 # Every stamp on a migration is a controller's (nova-compute saves its
-# migrations through nova-conductor), and controllers whose clocks are
-# further apart than Nova's service_down_time (60 s by default) already
-# break Nova's own liveness checks.
+# migrations through nova-conductor), and a controller whose clock is
+# further behind than Nova's service_down_time (60 s by default) already
+# breaks Nova's own liveness checks.
 STAMP_MARGIN = datetime.timedelta(seconds=60)
 # Lock, evacuate and unlock are three requests an instance; a poll that
 # confirms two evacuations adds half of one: 3.5 in all, the budget.
@@ -240,13 +242,15 @@ class EvacuationWatcher:
         far as a run's start, less ``CLOCK_SKEW_MARGIN``, until a poll
         has answered since the run began following (its baseline: it
         must see the run's instances' older migrations); then only
-        ``STAMP_MARGIN`` before the newest change seen. A migration not
-        listed since is one that has not changed: its last state is in
-        ``_latest``."""
+        ``STAMP_MARGIN`` before the newest change seen, or before now
+        if that is earlier. A migration not listed since is one that has
+        not changed: its last state is in ``_latest``."""
+        recent = (None if self._newest is None
+                  else min(self._newest, self._clock.now()) - STAMP_MARGIN)
         return min(
             start - CLOCK_SKEW_MARGIN
-            if self._newest is None or self._completed < baseline_poll
-            else self._newest - STAMP_MARGIN
+            if recent is None or self._completed < baseline_poll
+            else recent
             for start, _, baseline_poll in self._runs.values())
 
     def _poll(self, nova: Nova) -> None:

@@ -304,3 +304,18 @@ def test_later_polls_ask_only_for_what_changed_lately():
         with watcher.follow(nova, 0.5) as later:
             assert later.baseline("x") == 1
             assert nova.since[-1] == _stamp(clock.t) - CLOCK_SKEW_MARGIN
+
+
+def test_a_controller_clock_ahead_does_not_move_the_polls_past_now():
+    """A migration stamped 600 s ahead of this engine's clock (by a
+    conductor whose clock runs fast): the next poll still looks back
+    STAMP_MARGIN from now, and sees y end; from that stamp it would not."""
+    clock = FakeClock()
+    nova = TimedNova(clock)
+    nova.evacuations["ahead"] = (1, 600.0, 0.0)
+    watcher = EvacuationWatcher(clock)
+    with watcher.follow(nova, 1.0) as watch:
+        nova.evacuate("y", 2.0)
+        assert watch.ended("y", 0, timeout=60, what="y").status == "done"
+    assert nova.since == [_stamp(0) - CLOCK_SKEW_MARGIN,
+                          _stamp(2.0) - STAMP_MARGIN]
