@@ -63,7 +63,9 @@ def test_a_learned_lag_paces_the_requests(slow_bmc, tmp_path, store):
                           "9.2 s after one it accepted")
     assert slow_bmc.power_state() == "Off"
     lag = store.fence_lag(key)
-    assert lag.fencings == 2 and lag.longest == float(DELAY)
+    # The longest of the two: Off read a poll (and, under load, a little
+    # more) after the BMC applied it may be over the 7.0 s learned.
+    assert lag.fencings == 2 and lag.longest == max(float(DELAY), lag.last)
     assert DELAY - 1 < lag.last <= DELAY + TIMING["poll_interval"] + 1
 
 
