@@ -18,6 +18,9 @@ HOST = "compute-1"
 # (more than 5 s: int(now) + 6), and a request sent again restarts that.
 DELAY = 7
 TIMING = dict(timeout=12.0, attempts=2, poll_interval=0.5)
+# How much later than the BMC applied it a loaded machine (CI's test
+# workers) may read Off; still well short of a share (6 s).
+SLACK = 2.0
 
 
 @pytest.fixture
@@ -66,7 +69,7 @@ def test_a_learned_lag_paces_the_requests(slow_bmc, tmp_path, store):
     # The longest of the two: Off read a poll (and, under load, a little
     # more) after the BMC applied it may be over the 7.0 s learned.
     assert lag.fencings == 2 and lag.longest == max(float(DELAY), lag.last)
-    assert DELAY - 1 < lag.last <= DELAY + TIMING["poll_interval"] + 1
+    assert DELAY - 1 < lag.last <= DELAY + TIMING["poll_interval"] + SLACK
 
 
 def test_a_fencing_teaches_the_device_s_lag(tmp_path, store):
@@ -75,4 +78,4 @@ def test_a_fencing_teaches_the_device_s_lag(tmp_path, store):
         fence.power_off(Clock(), lags=store)
     lag = store.fence_lag(key_of(fence))
     assert lag.fencings == 1 and lag.longest == lag.last
-    assert 0 < lag.last <= 1 + TIMING["poll_interval"] + 1
+    assert 0 < lag.last <= 1 + TIMING["poll_interval"] + SLACK
