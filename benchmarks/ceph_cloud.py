@@ -35,8 +35,6 @@ from __future__ import annotations
 
 import concurrent.futures
 import dataclasses
-import datetime
-import math
 import time
 from pathlib import Path
 from typing import Any
@@ -217,22 +215,6 @@ class ActiveWatch:
         return max(self.done.values())
 
 
-def epoch(value: datetime.datetime | str | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = datetime.datetime.fromisoformat(value.rstrip("Z"))
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.timezone.utc)
-    return value.timestamp()
-
-
-def percentile(values: list[float], p: float) -> float:
-    """The nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
-
-
 def stats(values: list[float | None]) -> dict[str, Any]:
     """n, p50 (the median), p95 (nearest rank) and max of the values
     that are not None."""
@@ -240,7 +222,7 @@ def stats(values: list[float | None]) -> dict[str, Any]:
     if not known:
         return {"n": 0, "p50": None, "p95": None, "max": None}
     return {"n": len(known), "p50": common.median(known),
-            "p95": percentile(known, 95), "max": max(known)}
+            "p95": common.percentile(known, 95), "max": max(known)}
 
 
 def load() -> list[float]:

@@ -34,7 +34,6 @@ p50 is the median, p95 the nearest rank (with 10 runs: the max).
 from __future__ import annotations
 
 import argparse
-import math
 import tempfile
 import time
 import uuid
@@ -104,14 +103,8 @@ def one_run(workdir: Path, ceph: Ceph, users: dict[str, Path],
             "proof": proof, "unfenced": lifted}
 
 
-def percentile(values: list[float], p: float) -> float:
-    """The nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
-
-
 def stats(values: list[float]) -> dict[str, float]:
-    return {"p50": common.median(values), "p95": percentile(values, 95),
+    return {"p50": common.median(values), "p95": common.percentile(values, 95),
             "max": max(values)}
 
 

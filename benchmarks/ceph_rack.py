@@ -45,8 +45,8 @@ from typing import Any
 from benchmarks import ceph_cloud
 from benchmarks import common
 from benchmarks.ceph_cloud import Cloud
-from benchmarks.ceph_cloud import epoch
 from benchmarks.ceph_cloud import stats
+from benchmarks.common import epoch
 from recovery.events import EventKind
 from tests.ceph import missing
 from tests.functional.engine_process import EngineProcess

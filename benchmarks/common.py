@@ -3,7 +3,9 @@ and reporting (a table on stdout, the numbers in a JSON file)."""
 
 from __future__ import annotations
 
+import datetime
 import json
+import math
 import os
 import platform
 import statistics
@@ -144,6 +146,24 @@ def _cpu_model() -> str:
     except OSError:
         pass
     return platform.processor()
+
+
+def percentile(values: list[float], p: float) -> float:
+    """The nearest-rank percentile."""
+    ordered = sorted(values)
+    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
+
+
+def epoch(value: datetime.datetime | str | None) -> float | None:
+    """A Nova or store timestamp (naive means UTC) as seconds since
+    the epoch."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        value = datetime.datetime.fromisoformat(value.rstrip("Z"))
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=datetime.timezone.utc)
+    return value.timestamp()
 
 
 def median(values: list[float]) -> float:

@@ -61,9 +61,7 @@ from __future__ import annotations
 import argparse
 import base64
 import dataclasses
-import datetime
 import json
-import math
 import os
 import random
 import socket
@@ -75,6 +73,7 @@ from pathlib import Path
 from typing import Any
 
 from benchmarks import common
+from benchmarks.common import epoch
 from recovery.events import EventKind
 from recovery.results import StepState
 from tests.bmc import write_credentials_file
@@ -314,16 +313,6 @@ class Monitor:
         self._poller.stop()
 
 
-def _epoch(value: datetime.datetime | str | None) -> float | None:
-    if value is None:
-        return None
-    if isinstance(value, str):
-        value = datetime.datetime.fromisoformat(value.rstrip("Z"))
-    if value.tzinfo is None:
-        value = value.replace(tzinfo=datetime.timezone.utc)
-    return value.timestamp()
-
-
 def one_loss(cloud: Cloud, engine: EngineProcess, host: Host, number: int,
              rng: random.Random) -> dict[str, Any]:
     """Fail ``host`` by a power loss and measure its recovery."""
@@ -337,7 +326,7 @@ def one_loss(cloud: Cloud, engine: EngineProcess, host: Host, number: int,
         lost = time.time()
         host.lab.power_loss()
         lost_done = time.time()
-        heartbeat = _epoch(nova.service(host.name)["updated_at"])
+        heartbeat = epoch(nova.service(host.name)["updated_at"])
         try:
             all_active: float | None = monitor.wait(RECOVERY_TIMEOUT)
         except TimeoutError:
@@ -351,24 +340,24 @@ def one_loss(cloud: Cloud, engine: EngineProcess, host: Host, number: int,
     store = engine.store()
     try:
         events = [e for e in store.events(host=host.name)
-                  if (_epoch(e.created_at) or 0) >= lost]
+                  if (epoch(e.created_at) or 0) >= lost]
         steps = store.step_events(finished.uuid) if finished else []
     finally:
         store.close()
 
     def first(kind: EventKind) -> float | None:
-        return next((_epoch(e.created_at) for e in events
+        return next((epoch(e.created_at) for e in events
                      if e.kind == kind.value), None)
 
     def step(name: str, state: str) -> float | None:
-        return next((_epoch(s.created_at) for s in steps
+        return next((epoch(s.created_at) for s in steps
                      if s.step == name and s.state == state), None)
 
     fenced = first(EventKind.FENCED)
     times = {
         "heartbeat": heartbeat, "suspect": first(EventKind.SUSPECT),
         "agreed": first(EventKind.AGREED),
-        "stored": _epoch(finished.created_at) if finished else None,
+        "stored": epoch(finished.created_at) if finished else None,
         "fence_step": step("fence", StepState.RUNNING.value),
         "bmc_request": bmc_watch.requested, "bmc_off": bmc_watch.off_at,
         "fenced": fenced, "first_evacuate": min(evacuates, default=None),
@@ -388,7 +377,7 @@ def one_loss(cloud: Cloud, engine: EngineProcess, host: Host, number: int,
         "bmc_power_off_requests": bmc_watch.requests,
         "since_loss_s": since,
         # The run's steps, seconds after the loss: where a stage went.
-        "steps": [[st.step, st.state, round(_epoch(st.created_at) - lost, 3)]
+        "steps": [[st.step, st.state, round(epoch(st.created_at) - lost, 3)]
                   for st in steps],
         "loss_to_fencing": since["bmc_request"],
         "fenced_to_evacuate": (None if fenced is None or not evacuates
@@ -406,7 +395,7 @@ def _ended(engine: EngineProcess, host: str, since: float) -> Any:
 
     def mine() -> list[Any]:
         return [n for n in engine.stored(hostname=host)
-                if (_epoch(n.created_at) or 0) >= since]
+                if (epoch(n.created_at) or 0) >= since]
 
     try:
         return wait_until(
@@ -543,16 +532,10 @@ def _cost(fake: FakeNova, listener: Listener, detector: str,
 
 
 # -- figures ------------------------------------------------------------------
-def percentile(values: list[float], p: float) -> float:
-    """The nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
-
-
 def _stats(values: list[float]) -> dict[str, Any]:
     return {"n": len(values),
             "p50": common.median(values) if values else None,
-            "p95": percentile(values, 95) if values else None,
+            "p95": common.percentile(values, 95) if values else None,
             "max": max(values) if values else None}
 
 

@@ -69,7 +69,6 @@ from __future__ import annotations
 import argparse
 import base64
 import json
-import math
 import os
 import random
 import re
@@ -473,18 +472,12 @@ def status_reads(workdir: Path, bmc: Any, builtin: dict[str, str],
 
 
 # -- figures ------------------------------------------------------------------
-def percentile(values: list[float], p: float) -> float:
-    """The nearest-rank percentile."""
-    ordered = sorted(values)
-    return ordered[max(0, math.ceil(p / 100 * len(ordered)) - 1)]
-
-
 def stats(values: list[float | None]) -> dict[str, Any]:
     known = [v for v in values if v is not None]
     if not known:
         return {"n": 0, "p50": None, "p95": None, "max": None}
     return {"n": len(known), "p50": common.median(known),
-            "p95": percentile(known, 95), "max": max(known)}
+            "p95": common.percentile(known, 95), "max": max(known)}
 
 
 def _field(runs: list[dict[str, Any]], key: str) -> list[Any]:

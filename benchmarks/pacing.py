@@ -42,7 +42,6 @@ from oslo_config import cfg
 
 from benchmarks import common
 from benchmarks.fencing import RedfishWatch
-from benchmarks.fencing import percentile
 from benchmarks.fencing import redfish_on
 from recovery.concurrency import Clock
 from recovery.conf import fencing as fencing_conf
@@ -93,7 +92,7 @@ def fence_once(fence: HostFence, bmc: RedfishBmc,
 def summary(runs: list[dict[str, Any]]) -> dict[str, Any]:
     seconds = [r["seconds"] for r in runs]
     return {"n": len(runs), "p50_s": common.median(seconds),
-            "p95_s": percentile(seconds, 95), "max_s": max(seconds),
+            "p95_s": common.percentile(seconds, 95), "max_s": max(seconds),
             "failed": sum(r["failed"] for r in runs),
             "two_or_more_requests": sum(r["bmc_requests"] > 1
                                         for r in runs),
