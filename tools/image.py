@@ -15,7 +15,7 @@ Every podman command runs with containers/containers.conf
 (``CONTAINERS_CONF``): runc, the ulimits and no default network, the
 settings a sandboxed machine needs. Steps that fetch packages use the
 host's network; pip inside the build trusts the host's CA bundle
-(mounted for the build, never copied into a layer).
+(the build secret ``pipca``: mounted for a step, never in a layer).
 
 Only the standard library is used here.
 """
@@ -91,8 +91,7 @@ def build(tag: str) -> None:
             "--file", os.path.join(ROOT, "containers", "Containerfile"),
             "--tag", tag]
     if os.path.exists(HOST_CA):
-        args += ["--volume", f"{HOST_CA}:/run/host-ca.crt:ro",
-                 "--build-arg", "PIP_CERT=/run/host-ca.crt"]
+        args += ["--secret", f"id=pipca,src={HOST_CA}"]
     podman(*args, ROOT)
     size = podman("image", "inspect", "--format", "{{.Size}}", tag,
                   capture=True).stdout.strip()

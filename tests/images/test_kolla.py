@@ -98,3 +98,150 @@ def test_the_bootstrap_container_upgrades_a_fresh_database(
         assert "Running command" not in done.stdout + done.stderr
     finally:
         server.drop(admin, name)
+
+
+def monitor_sends(keystone: str, tmp_path, hostname: str) -> None:
+    """masakari-monitors' host monitor's notification, sent by its own
+    SendNotification with its own [api] options: the catalog's
+    instance-ha endpoint, as an admin."""
+    masakarimonitors_conf = pytest.importorskip(
+        "masakarimonitors.conf", reason="tox -e images installs it")
+    ha = pytest.importorskip("masakarimonitors.ha.masakari")
+    path = tmp_path / "masakarimonitors.conf"
+    path.write_text(
+        f"[api]\nregion = RegionOne\napi_interface = public\n"
+        f"auth_type = password\nauth_url = {keystone}\n"
+        f"username = {ADMIN.name}\npassword = {ADMIN.password}\n"
+        f"project_name = {ADMIN.project}\nuser_domain_id = default\n"
+        f"project_domain_id = default\ntimeout = 10\n")
+    conf = masakarimonitors_conf.CONF
+    conf(["--config-file", str(path)], project="masakarimonitors")
+    try:
+        ha.SendNotification().send_notification(0, 0, {"notification": {
+            "type": "COMPUTE_HOST", "hostname": hostname,
+            "generated_time": datetime.datetime.now(
+                datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%S"),
+            "payload": {"event": "STOPPED", "cluster_status": "OFFLINE",
+                        "host_status": "NORMAL"}}})
+    finally:
+        conf.clear()
+
+
+@pytest.fixture(scope="module")
+def realnova():
+    harness = pytest.importorskip("tests.integration.realnova.harness",
+                                  reason="tox -e images installs Nova")
+    with harness.RealNova(hosts=3) as nova:
+        yield nova
+
+
+@pytest.fixture(scope="module")
+def kolla_cloud(image, realnova, mysql_server, tmp_path_factory):
+    """Keystone (fake) with the real Nova in its catalog, recovery's
+    database made by the bootstrap container, and the API and engine
+    containers from Kolla-Ansible's files."""
+    workdir = tmp_path_factory.mktemp("kolla")
+    name = MYSQL.create(mysql_server)
+    url = MYSQL.database_url(name)
+    port = kolla.free_port()
+    services = []
+    with FakeKeystone(realnova.endpoint,
+                      users=(NOVA, MASAKARI, ADMIN)) as keystone:
+        keystone.endpoints["instance-ha"] = (
+            f"http://127.0.0.1:{port}/v1/$(project_id)s")
+        try:
+            api = kolla.Service(workdir, "masakari-api",
+                                api_files(port, keystone.url, url))
+            services.append(api)
+            done = api.bootstrap()
+            assert done.returncode == 0, done.stdout + done.stderr
+            api.start()
+            # The engine: its own rendered masakari.conf with the
+            # operator's overrides (/etc/kolla/config/masakari.conf, and
+            # masakari/masakari-engine.conf: no API of its own, as uWSGI
+            # serves Kolla's address).
+            conf = kolla.merge(kolla.masakari_conf(
+                "masakari-engine", listen_port=port, keystone=keystone.url,
+                database=kolla_database(MYSQL.database_url("masakari")),
+                transport_url=require_rabbit(), passwords=PASSWORDS),
+                f"[database]\nconnection = {url}\n\n[api]\nenabled = false"
+                f"\n\n[metrics]\nenabled = false\n")
+            engine = kolla.Service(workdir, "masakari-engine", {
+                "config.json": kolla.config_json("masakari-engine"),
+                "masakari.conf": conf})
+            services.append(engine)
+            engine.start()
+            wait_until(lambda: _answers(f"http://127.0.0.1:{port}/"), 60,
+                       interval=0.2, what="the API container to answer"
+                       + "".join(s.output() + s.log_files()
+                                 for s in services if not s.running()))
+            yield keystone, api, engine, f"http://127.0.0.1:{port}"
+        finally:
+            for service in services:
+                service.remove()
+            MYSQL.drop(mysql_server, name)
+
+
+def _answers(url: str) -> bool:
+    try:
+        return call(url, token=None)[0] == 200
+    except OSError:
+        return False
+
+
+def test_the_api_answers_kollas_healthcheck_and_haproxys_check(kolla_cloud):
+    _, api, _, url = kolla_cloud
+    # The container's healthcheck, as Kolla-Ansible writes it.
+    check = api.exec("healthcheck_curl", f"{url}/healthcheck")
+    assert check.returncode == 0, check.stdout + check.stderr
+    assert check.stdout.startswith("\n200 "), check.stdout
+    # HAProxy's option httpchk GET /, no token.
+    status, versions = call(f"{url}/", token=None)
+    assert status == 200 and versions["versions"], versions
+    # uWSGI serves masakari.wsgi.api:application, Kolla-Ansible's module.
+    logs = api.log_files()
+    assert "masakari-api-uwsgi.log" in logs
+    assert "WSGI app 0 (mountpoint='') ready" in logs, logs
+
+
+def test_a_monitors_notification_is_recovered_on_the_real_nova(
+        kolla_cloud, realnova, tmp_path):
+    keystone, api, engine, url = kolla_cloud
+    servers = [realnova.create(f"vm-{n}", host=FAILED) for n in range(2)]
+    for server in servers:
+        realnova.settle(server)
+    realnova.fail_host(FAILED)
+    realnova.wait_service(FAILED, "down")
+
+    monitor_sends(keystone.url, tmp_path, FAILED)
+    listed = call(f"{url}/v1/notifications")[1]["notifications"]
+    assert [(n["type"], n["hostname"]) for n in listed] == [
+        ("COMPUTE_HOST", FAILED)], listed
+    uuid = listed[0]["notification_uuid"]
+
+    def ended():
+        found = call(f"{url}/v1/notifications/{uuid}")[1]["notification"]
+        return found["status"] in ("finished", "failed", "error") and found
+
+    done = wait_until(ended, 180, interval=0.5,
+                      what="the engine container to recover the host"
+                      + engine.output() + engine.log_files())
+    assert done["status"] == "finished", (done, engine.log_files())
+    for server in servers:
+        moved = realnova.server(server)
+        assert moved["OS-EXT-SRV-ATTR:host"] != FAILED, moved
+        assert moved["status"] == "ACTIVE" and not moved["locked"], moved
+    # The engine ran as Kolla's masakari-engine, as the masakari user.
+    assert "Running command: 'masakari-engine --config-file " \
+        "/etc/masakari/masakari.conf'" in engine.output()
+
+
+def test_no_secret_in_the_environment_or_the_logs(kolla_cloud):
+    _, api, engine, _ = kolla_cloud
+    for service in (api, engine):
+        env = "\n".join(service.env())
+        seen = service.output() + service.log_files()
+        for secret in SECRETS:
+            assert secret not in env, service.name
+            assert secret not in seen, service.name
+        assert service.exec("id", "-u").stdout.strip() == "42485"
