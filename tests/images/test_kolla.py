@@ -34,6 +34,9 @@ MASAKARI = nova_user("masakari", "masakari-image-secret", "service",
 ADMIN = nova_user("admin", "admin-image-secret", "admin", ("admin",))
 PASSWORDS = {"nova": NOVA.password, "masakari": MASAKARI.password}
 SECRETS = (NOVA.password, MASAKARI.password, ADMIN.password)
+# What the operator puts in /etc/kolla/config/masakari/, as shipped.
+ENGINE_OVERRIDE = (kolla.REPO / "deploy" / "kolla-ansible" / "config"
+                   / "masakari" / "masakari-engine.conf").read_text()
 
 
 def kolla_database(url: str) -> dict[str, str]:
@@ -100,6 +103,29 @@ def test_the_bootstrap_container_upgrades_a_fresh_database(
         server.drop(admin, name)
 
 
+def test_masakari_manage_db_sync_is_recoverys_upgrade(
+        image, postgresql_url, tmp_path):
+    """OpenStack-Helm's db-sync job runs 'masakari-manage db sync' with
+    the config at /etc/masakari/masakari.conf."""
+    (tmp_path / "masakari.conf").write_text(
+        f"[database]\nconnection = {postgresql_url}\n")
+    tmp_path.chmod(0o755)  # the masakari user reads it
+    done = kolla.podman(
+        "run", "--rm", "--network", "host", "--volume",
+        f"{tmp_path}:/etc/masakari:ro", image, "masakari-manage", "db",
+        "sync", check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+    engine = sa.create_engine(postgresql_url, poolclass=sa.pool.NullPool)
+    try:
+        assert revisions.is_current(engine)
+    finally:
+        engine.dispose()
+    other = kolla.podman("run", "--rm", image, "masakari-manage", "db",
+                         "version", check=False)
+    assert other.returncode == 2
+    assert "only 'db sync' (recovery db upgrade) is" in other.stderr
+
+
 def monitor_sends(keystone: str, tmp_path, hostname: str) -> None:
     """masakari-monitors' host monitor's notification, sent by its own
     SendNotification with its own [api] options: the catalog's
@@ -156,16 +182,15 @@ def kolla_cloud(image, realnova, mysql_server, tmp_path_factory):
             done = api.bootstrap()
             assert done.returncode == 0, done.stdout + done.stderr
             api.start()
-            # The engine: its own rendered masakari.conf with the
-            # operator's overrides (/etc/kolla/config/masakari.conf, and
-            # masakari/masakari-engine.conf: no API of its own, as uWSGI
-            # serves Kolla's address).
-            conf = kolla.merge(kolla.masakari_conf(
+            # The engine: its own rendered masakari.conf, with the
+            # database's override and the engine's shipped one
+            # (deploy/kolla-ansible: no API of its own, as uWSGI serves
+            # Kolla's address).
+            conf = kolla.merge(kolla.merge(kolla.masakari_conf(
                 "masakari-engine", listen_port=port, keystone=keystone.url,
                 database=kolla_database(MYSQL.database_url("masakari")),
                 transport_url=require_rabbit(), passwords=PASSWORDS),
-                f"[database]\nconnection = {url}\n\n[api]\nenabled = false"
-                f"\n\n[metrics]\nenabled = false\n")
+                f"[database]\nconnection = {url}\n"), ENGINE_OVERRIDE)
             engine = kolla.Service(workdir, "masakari-engine", {
                 "config.json": kolla.config_json("masakari-engine"),
                 "masakari.conf": conf})

@@ -1,0 +1,115 @@
+"""The deployment files (deploy/, devstack/), checked offline: what can
+be run here without Kubernetes, Kolla-Ansible or DevStack."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from oslo_config import cfg
+
+from recovery import conf as recovery_conf
+from tests.images import kolla
+
+pytestmark = pytest.mark.images
+
+DEPLOY = kolla.REPO / "deploy"
+KUBERNETES_VERSION = "1.30.0"
+
+
+def test_the_kubernetes_manifests_validate():
+    validate = Path(sys.executable).with_name("kubernetes-validate")
+    assert validate.exists(), "tox -e images installs kubernetes-validate"
+    done = subprocess.run(
+        [str(validate), "--kubernetes-version", KUBERNETES_VERSION, "--strict",
+         str(DEPLOY / "kubernetes" / "recovery.yaml")],
+        capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    kinds = [d["kind"] for d in yaml.safe_load_all(
+        (DEPLOY / "kubernetes" / "recovery.yaml").read_text())]
+    assert kinds == ["Secret", "Job", "Deployment", "Deployment", "Service"]
+
+
+def test_the_kolla_ansible_globals_name_its_own_variables():
+    """Every variable the globals example sets is one Kolla-Ansible
+    defines (a typo would be ignored by Ansible, silently)."""
+    ansible = kolla.ROLES.parent
+    defined = set()
+    for path in [*(ansible / "group_vars" / "all").glob("*.yml"),
+                 ansible / "roles" / "masakari" / "defaults" / "main.yml"]:
+        defined |= set(re.findall(r"^([a-z_]+):", path.read_text(),
+                                  re.MULTILINE))
+    shipped = yaml.safe_load(
+        (DEPLOY / "kolla-ansible" / "globals.yml").read_text())
+    assert set(shipped) - defined == set()
+    assert shipped["masakari_api_image_full"] == (
+        shipped["masakari_engine_image_full"])
+
+
+def test_the_openstack_helm_values_use_one_image():
+    values = yaml.safe_load(
+        (DEPLOY / "openstack-helm" / "values.yaml").read_text())
+    assert len(set(values["images"]["tags"].values())) == 1
+    assert set(values["images"]["tags"]) == {
+        "masakari_api", "masakari_engine", "masakari_db_sync"}
+
+
+def test_the_devstack_plugin_writes_a_config_recovery_reads(tmp_path):
+    """plugin.sh's stack post-config, with DevStack's functions standing
+    in: recovery.conf as it writes it, read by recovery's own options,
+    and the catalog entry masakari-monitors look for."""
+    conf_path = tmp_path / "recovery.conf"
+    calls = tmp_path / "calls"
+    script = f"""
+set -eu
+DEST={tmp_path} SERVICE_HOST=192.0.2.10 SERVICE_PROTOCOL=http
+STACK_USER=stack ENABLE_DEBUG_LOG_LEVEL=True REGION_NAME=RegionOne
+KEYSTONE_SERVICE_URI=http://192.0.2.10/identity SERVICE_PASSWORD=pw
+SERVICE_PROJECT_NAME=service SERVICE_DOMAIN_NAME=Default
+RECOVERY_CONF_DIR={tmp_path} RECOVERY_CONF={conf_path}
+enable_service() {{ echo "enable_service $*" >> {calls}; }}
+is_service_enabled() {{ [[ "$1" == recovery-engine ]]; }}
+sudo() {{ "$@"; }}
+install() {{ :; }}
+iniset() {{ python3 -c '
+import configparser, sys
+path, section, option, value = sys.argv[1:]
+parser = configparser.RawConfigParser()
+parser.optionxform = str
+parser.read(path)
+if section != "DEFAULT" and not parser.has_section(section):
+    parser.add_section(section)
+parser.set(section, option, value)
+parser.write(open(path, "w"))' "$@"; }}
+configure_keystone_authtoken_middleware() {{
+    iniset "$1" keystone_authtoken auth_type password
+    iniset "$1" keystone_authtoken username "$2"
+}}
+database_connection_url() {{ echo "mysql+pymysql://root:db@127.0.0.1/$1"; }}
+for f in create_service_user get_or_create_service get_or_create_endpoint; do
+    eval "$f() {{ echo \\"$f \\$*\\" >> {calls}; }}"
+done
+source {kolla.REPO}/devstack/settings
+source {kolla.REPO}/devstack/plugin.sh stack post-config
+"""
+    done = subprocess.run(["bash", "-c", script], capture_output=True,
+                          text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    conf = cfg.ConfigOpts()
+    recovery_conf.register_opts(conf)
+    conf(["--config-file", str(conf_path)], project="recovery")
+    assert (conf.api.host, conf.api.port) == ("192.0.2.10", 15868)
+    assert conf.api.auth_strategy == "keystone"
+    assert conf.database.connection == (
+        "mysql+pymysql://root:db@127.0.0.1/recovery")
+    assert conf.host_failure_recovery_threads == 3
+    recorded = calls.read_text().splitlines()
+    assert recorded == [
+        "enable_service recovery-engine",
+        "create_service_user masakari admin",
+        "get_or_create_service masakari instance-ha OpenStack High "
+        "Availability (recovery)",
+        "get_or_create_endpoint instance-ha RegionOne "
+        "http://192.0.2.10:15868/v1/$(tenant_id)s"]
