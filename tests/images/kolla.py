@@ -61,6 +61,12 @@ def _not_rendered(name: str) -> Any:
 
 def render(template: str, **variables: Any) -> str:
     """``template`` (a path under Kolla-Ansible's roles) rendered."""
+    return render_file(ROLES / template, **variables)
+
+
+def render_file(path: Path, **variables: Any) -> str:
+    """A template rendered as Ansible renders it, every variable
+    required."""
     env = jinja2.Environment(undefined=jinja2.StrictUndefined,
                              keep_trailing_newline=True)
     env.filters["bool"] = _bool
@@ -68,8 +74,7 @@ def render(template: str, **variables: Any) -> str:
     # (memcached): they must exist to compile, never to run.
     for name in ("kolla_address", "put_address_in_context"):
         env.filters[name] = _not_rendered(name)
-    return env.from_string((ROLES / template).read_text()).render(
-        **variables)
+    return env.from_string(path.read_text()).render(**variables)
 
 
 def masakari_conf(service_name: str, *, listen_port: int, keystone: str,

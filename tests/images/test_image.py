@@ -8,6 +8,8 @@ import tarfile
 
 import pytest
 
+from tests.fakenova.server import wait_until
+from tests.images.kolla import free_port
 from tests.images.kolla import podman
 
 pytestmark = pytest.mark.images
@@ -66,3 +68,31 @@ def test_no_secret_in_the_image(image, tmp_path):
                         if CREDENTIAL.search(text):
                             found.append(path)
     assert found == []
+
+
+def test_the_engine_logs_to_stdout_and_stops_on_sigterm(image, tmp_path):
+    """Outside Kolla (Kubernetes, a plain podman run), with no log file
+    configured: the engine's log lines are the container's stdout, and
+    a stop (SIGTERM) ends it cleanly."""
+    port = free_port()
+    (tmp_path / "recovery.conf").write_text(
+        f"[api]\nhost = 127.0.0.1\nport = {port}\nauth_strategy = noauth\n"
+        f"\n[database]\nconnection = sqlite:////var/lib/masakari/r.sqlite\n"
+        f"\n[nova]\nauth_type = none\n"
+        f"endpoint_override = http://127.0.0.1:9/v2.1\n")
+    tmp_path.chmod(0o755)  # the masakari user reads it
+    name = f"recovery-test-engine-{port}"
+    conf = "/etc/recovery/recovery.conf"
+    podman("run", "--detach", "--name", name, "--network", "host",
+           "--volume", f"{tmp_path}:/etc/recovery:ro", image, "sh", "-c",
+           f"recovery --config-file {conf} db upgrade"
+           f" && exec recovery-engine --config-file {conf}")
+    try:
+        wait_until(lambda: f"Listening on 127.0.0.1:{port}" in podman(
+            "logs", name).stdout, 60, interval=0.2,
+            what="the engine's log line on stdout")
+        podman("stop", "--time", "30", name, timeout=60)
+        state = json.loads(podman("inspect", name).stdout)[0]["State"]
+        assert state["ExitCode"] == 0, podman("logs", name).stderr
+    finally:
+        podman("rm", "--force", "--time", "0", name, check=False)

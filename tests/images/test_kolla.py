@@ -34,9 +34,17 @@ MASAKARI = nova_user("masakari", "masakari-image-secret", "service",
 ADMIN = nova_user("admin", "admin-image-secret", "admin", ("admin",))
 PASSWORDS = {"nova": NOVA.password, "masakari": MASAKARI.password}
 SECRETS = (NOVA.password, MASAKARI.password, ADMIN.password)
-# What the operator puts in /etc/kolla/config/masakari/, as shipped.
-ENGINE_OVERRIDE = (kolla.REPO / "deploy" / "kolla-ansible" / "config"
-                   / "masakari" / "masakari-engine.conf").read_text()
+# What the operator puts in /etc/kolla/config/, as shipped.
+OVERRIDES = kolla.REPO / "deploy" / "kolla-ansible" / "config"
+ENGINE_OVERRIDE = (OVERRIDES / "masakari" / "masakari-engine.conf"
+                   ).read_text()
+
+
+def database_override(url: str) -> str:
+    """The shipped masakari.conf override, as Kolla-Ansible renders it
+    with recovery_database_connection set in globals.yml."""
+    return kolla.render_file(OVERRIDES / "masakari.conf",
+                             recovery_database_connection=url)
 
 
 def kolla_database(url: str) -> dict[str, str]:
@@ -49,14 +57,13 @@ def kolla_database(url: str) -> dict[str, str]:
 
 def api_files(port: int, keystone: str, database_url: str) -> dict:
     """/etc/kolla/masakari-api/ as Kolla-Ansible writes it: the template
-    names Masakari's database on the MariaDB server, and the operator's
-    override (/etc/kolla/config/masakari.conf) recovery's own, as the
-    switching guide says."""
+    names Masakari's database on the MariaDB server, and the shipped
+    override (/etc/kolla/config/masakari.conf) recovery's own."""
     conf = kolla.masakari_conf(
         "masakari-api", listen_port=port, keystone=keystone,
         database=kolla_database(MYSQL.database_url("masakari")),
         transport_url=require_rabbit(), passwords=PASSWORDS)
-    conf = kolla.merge(conf, f"[database]\nconnection = {database_url}\n")
+    conf = kolla.merge(conf, database_override(database_url))
     return {"config.json": kolla.config_json("masakari-api"),
             "masakari.conf": conf,
             "masakari-api-paste.ini": kolla.render(
@@ -190,7 +197,7 @@ def kolla_cloud(image, realnova, mysql_server, tmp_path_factory):
                 "masakari-engine", listen_port=port, keystone=keystone.url,
                 database=kolla_database(MYSQL.database_url("masakari")),
                 transport_url=require_rabbit(), passwords=PASSWORDS),
-                f"[database]\nconnection = {url}\n"), ENGINE_OVERRIDE)
+                database_override(url)), ENGINE_OVERRIDE)
             engine = kolla.Service(workdir, "masakari-engine", {
                 "config.json": kolla.config_json("masakari-engine"),
                 "masakari.conf": conf})
