@@ -21,6 +21,7 @@ Only the standard library is used here.
 """
 
 import argparse
+import glob
 import os
 import shutil
 import subprocess
@@ -67,6 +68,36 @@ def mirror() -> str:
     return "http://deb.debian.org/debian"
 
 
+def slim(rootfs: str) -> None:
+    """What debootstrap leaves that an image does not need, as Docker
+    Hub's bookworm-slim leaves it out: apt's downloaded packages and
+    lists (a build's apt-get update fetches them again), and the
+    documentation, manual pages and translations (copyright files
+    kept). The dpkg rule keeps them out of later packages too."""
+    for pattern in ("var/cache/apt/archives/*.deb", "var/cache/apt/*.bin",
+                    "var/lib/apt/lists/*_*"):
+        for path in glob.glob(os.path.join(rootfs, pattern)):
+            os.remove(path)
+    for directory in ("usr/share/man", "usr/share/locale", "usr/share/info"):
+        shutil.rmtree(os.path.join(rootfs, directory), ignore_errors=True)
+    for package in glob.glob(os.path.join(rootfs, "usr/share/doc/*")):
+        if os.path.islink(package):
+            continue  # another package's directory, slimmed as that one
+        for path in glob.glob(os.path.join(package, "*")):
+            if os.path.basename(path) == "copyright":
+                continue
+            if os.path.isdir(path) and not os.path.islink(path):
+                shutil.rmtree(path)
+            else:
+                os.remove(path)
+    with open(os.path.join(rootfs, "etc/dpkg/dpkg.cfg.d/slim"), "w") as f:
+        f.write("path-exclude=/usr/share/doc/*\n"
+                "path-include=/usr/share/doc/*/copyright\n"
+                "path-exclude=/usr/share/man/*\n"
+                "path-exclude=/usr/share/info/*\n"
+                "path-exclude=/usr/share/locale/*\n")
+
+
 def ensure_base() -> None:
     if image_exists(BASE):
         return
@@ -74,6 +105,7 @@ def ensure_base() -> None:
     with tempfile.TemporaryDirectory(prefix="debootstrap-") as rootfs:
         subprocess.run(["debootstrap", "--variant=minbase", SUITE, rootfs,
                         mirror()], check=True, stdout=subprocess.DEVNULL)
+        slim(rootfs)
         tar = subprocess.Popen(["tar", "-C", rootfs, "-c", "."],
                                stdout=subprocess.PIPE)
         subprocess.run(["podman", "import", "-", BASE], stdin=tar.stdout,
