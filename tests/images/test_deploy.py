@@ -4,6 +4,8 @@ be run here without Kubernetes, Kolla-Ansible or DevStack."""
 import re
 import subprocess
 import sys
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -11,6 +13,7 @@ import yaml
 from oslo_config import cfg
 
 from recovery import conf as recovery_conf
+from tests.fakenova.server import wait_until
 from tests.images import kolla
 
 pytestmark = pytest.mark.images
@@ -113,3 +116,68 @@ source {kolla.REPO}/devstack/plugin.sh stack post-config
         "Availability (recovery)",
         "get_or_create_endpoint instance-ha RegionOne "
         "http://192.0.2.10:15868/v1/$(tenant_id)s"]
+
+
+def _manifests() -> list[dict]:
+    return list(yaml.safe_load_all(
+        (DEPLOY / "kubernetes" / "recovery.yaml").read_text()))
+
+
+def _container(kind: str, name: str) -> dict:
+    for manifest in _manifests():
+        if (manifest["kind"], manifest["metadata"]["name"]) == (kind, name):
+            return manifest["spec"]["template"]["spec"]["containers"][0]
+    raise AssertionError(f"no {kind} {name}")
+
+
+def test_the_kubernetes_job_and_api_commands_run_in_the_image(
+        image, postgresql_url, tmp_path):
+    """The manifests' own commands, in the image under podman, with the
+    Secret's recovery.conf where a test must change it (the database
+    here; a static token, as no Keystone answers): the Job upgrades the
+    schema, and the API Deployment's uWSGI (on a free port of loopback
+    rather than 0.0.0.0:15868) answers its readiness and liveness
+    probes."""
+    secret = _manifests()[0]["stringData"]
+    token = tmp_path / "token"
+    token.write_text("a-token-for-the-test-only\n")
+    (tmp_path / "recovery.conf").write_text(kolla.merge(
+        secret["recovery.conf"],
+        f"[database]\nconnection = {postgresql_url}\n\n[api]\n"
+        f"auth_strategy = token\ntoken_file = /etc/recovery/token\n"))
+    for path in (tmp_path, token, tmp_path / "recovery.conf"):
+        path.chmod(0o755 if path.is_dir() else 0o644)
+    mount = ("--volume", f"{tmp_path}:/etc/recovery:ro")
+    job = _container("Job", "recovery-db-upgrade")
+    done = kolla.podman("run", "--rm", "--network", "host", *mount, image,
+                        *job["command"], check=False)
+    assert done.returncode == 0, done.stdout + done.stderr
+
+    api = _container("Deployment", "recovery-api")
+    port = kolla.free_port()
+    command = [f"127.0.0.1:{port}" if arg == "0.0.0.0:15868" else arg
+               for arg in api["command"]]
+    assert command != api["command"]
+    env = [arg for e in api["env"]
+           for arg in ("--env", f"{e['name']}={e['value']}")]
+    name = f"recovery-test-k8s-api-{port}"
+    kolla.podman("run", "--detach", "--name", name, "--network", "host",
+                 *mount, *env, image, *command)
+    try:
+        for probe in (api["readinessProbe"], api["livenessProbe"]):
+            url = f"http://127.0.0.1:{port}{probe['httpGet']['path']}"
+            wait_until(lambda url=url: _status(url) == 200, 60,
+                       interval=0.2, what=f"{url} to answer 200"
+                       + kolla.podman("logs", name, check=False).stderr)
+    finally:
+        kolla.podman("rm", "--force", "--time", "5", name, check=False)
+
+
+def _status(url: str) -> int | None:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status
+    except urllib.error.HTTPError as exc:
+        return exc.code
+    except OSError:
+        return None
