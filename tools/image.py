@@ -59,10 +59,12 @@ def mirror() -> str:
             with open(path) as f:
                 for line in f:
                     words = line.split()
-                    if words[:1] == ["URIs:"] and "security" not in line:
-                        return words[1]
-                    if words[:1] == ["deb"] and "security" not in line:
-                        return words[1]
+                    if words[:1] not in (["URIs:"], ["deb"]) or (
+                            "security" in line):
+                        continue
+                    for word in words[1:]:  # past a deb line's [options]
+                        if word.startswith(("http://", "https://")):
+                            return word
         except FileNotFoundError:
             continue
     return "http://deb.debian.org/debian"

@@ -263,7 +263,7 @@ def test_a_monitors_notification_is_recovered_on_the_real_nova(
         moved = realnova.server(server)
         assert moved["OS-EXT-SRV-ATTR:host"] != FAILED, moved
         assert moved["status"] == "ACTIVE" and not moved["locked"], moved
-    # The engine ran as Kolla's masakari-engine, as the masakari user.
+    # The engine ran the command of Kolla-Ansible's config.json.
     assert "Running command: 'masakari-engine --config-file " \
         "/etc/masakari/masakari.conf'" in engine.output()
 
