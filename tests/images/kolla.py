@@ -18,13 +18,14 @@ rendered file, option by option.
 from __future__ import annotations
 
 import configparser
+import contextlib
 import io
 import json
 import os
-import socket
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,12 +38,6 @@ IMAGE = os.environ.get("RECOVERY_TEST_IMAGE", "localhost/recovery:latest")
 CONFIG_DIR = "/var/lib/kolla/config_files"
 # Seconds for one podman command that does not wait on a service.
 PODMAN_TIMEOUT = 120
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _bool(value: Any) -> bool:
@@ -156,6 +151,18 @@ def podman(*args: str, timeout: float = PODMAN_TIMEOUT,
         raise AssertionError(f"podman {' '.join(args)}: exit "
                              f"{result.returncode}\n{result.stderr}")
     return result
+
+
+@contextlib.contextmanager
+def detached(name: str, *options_and_image: str) -> Iterator[str]:
+    """``podman run --detach --name NAME --network host ...``; the
+    container is removed when the block ends. Yields its name."""
+    podman("run", "--detach", "--name", name, "--network", "host",
+           *options_and_image)
+    try:
+        yield name
+    finally:
+        podman("rm", "--force", "--time", "5", name, check=False)
 
 
 class Service:

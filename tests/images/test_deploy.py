@@ -13,6 +13,7 @@ import yaml
 from oslo_config import cfg
 
 from recovery import conf as recovery_conf
+from tests.bmc import free_port
 from tests.fakenova.server import wait_until
 from tests.images import kolla
 
@@ -154,23 +155,19 @@ def test_the_kubernetes_job_and_api_commands_run_in_the_image(
     assert done.returncode == 0, done.stdout + done.stderr
 
     api = _container("Deployment", "recovery-api")
-    port = kolla.free_port()
+    port = free_port()
     command = [f"127.0.0.1:{port}" if arg == "0.0.0.0:15868" else arg
                for arg in api["command"]]
     assert command != api["command"]
     env = [arg for e in api["env"]
            for arg in ("--env", f"{e['name']}={e['value']}")]
-    name = f"recovery-test-k8s-api-{port}"
-    kolla.podman("run", "--detach", "--name", name, "--network", "host",
-                 *mount, *env, image, *command)
-    try:
+    with kolla.detached(f"recovery-test-k8s-api-{port}", *mount, *env,
+                        image, *command) as name:
         for probe in (api["readinessProbe"], api["livenessProbe"]):
             url = f"http://127.0.0.1:{port}{probe['httpGet']['path']}"
             wait_until(lambda url=url: _status(url) == 200, 60,
                        interval=0.2, what=f"{url} to answer 200"
                        + kolla.podman("logs", name, check=False).stderr)
-    finally:
-        kolla.podman("rm", "--force", "--time", "5", name, check=False)
 
 
 def _status(url: str) -> int | None:

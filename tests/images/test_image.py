@@ -8,8 +8,9 @@ import tarfile
 
 import pytest
 
+from tests.bmc import free_port
 from tests.fakenova.server import wait_until
-from tests.images.kolla import free_port
+from tests.images.kolla import detached
 from tests.images.kolla import podman
 
 pytestmark = pytest.mark.images
@@ -81,18 +82,14 @@ def test_the_engine_logs_to_stdout_and_stops_on_sigterm(image, tmp_path):
         f"\n[nova]\nauth_type = none\n"
         f"endpoint_override = http://127.0.0.1:9/v2.1\n")
     tmp_path.chmod(0o755)  # the masakari user reads it
-    name = f"recovery-test-engine-{port}"
     conf = "/etc/recovery/recovery.conf"
-    podman("run", "--detach", "--name", name, "--network", "host",
-           "--volume", f"{tmp_path}:/etc/recovery:ro", image, "sh", "-c",
-           f"recovery --config-file {conf} db upgrade"
-           f" && exec recovery-engine --config-file {conf}")
-    try:
+    with detached(f"recovery-test-engine-{port}",
+                  "--volume", f"{tmp_path}:/etc/recovery:ro", image, "sh",
+                  "-c", f"recovery --config-file {conf} db upgrade"
+                  f" && exec recovery-engine --config-file {conf}") as name:
         wait_until(lambda: f"Listening on 127.0.0.1:{port}" in podman(
             "logs", name).stdout, 60, interval=0.2,
             what="the engine's log line on stdout")
         podman("stop", "--time", "30", name, timeout=60)
         state = json.loads(podman("inspect", name).stdout)[0]["State"]
         assert state["ExitCode"] == 0, podman("logs", name).stderr
-    finally:
-        podman("rm", "--force", "--time", "0", name, check=False)

@@ -15,6 +15,7 @@ import pytest
 import sqlalchemy as sa
 
 from recovery.db import revisions
+from tests.bmc import free_port
 from tests.databases import MYSQL
 from tests.databases import POSTGRESQL
 from tests.fakekeystone import FakeKeystone
@@ -91,7 +92,7 @@ def test_the_bootstrap_container_upgrades_a_fresh_database(
     try:
         url = server.database_url(name)
         api = kolla.Service(tmp_path, "masakari-api",
-                            api_files(kolla.free_port(), "http://unused/v3",
+                            api_files(free_port(), "http://unused/v3",
                                       url))
         try:
             done = api.bootstrap()
@@ -176,7 +177,7 @@ def kolla_cloud(image, realnova, mysql_server, tmp_path_factory):
     workdir = tmp_path_factory.mktemp("kolla")
     name = MYSQL.create(mysql_server)
     url = MYSQL.database_url(name)
-    port = kolla.free_port()
+    port = free_port()
     services = []
     with FakeKeystone(realnova.endpoint,
                       users=(NOVA, MASAKARI, ADMIN)) as keystone:
