@@ -11,7 +11,8 @@ one service, meant to run under systemd (``Type=notify``).
 - SIGTERM (or Ctrl-C): take no new work, let runs in flight reach a
   journaled point (``[engine] graceful_shutdown_timeout``), stop the API,
   close the store, exit 0. A second SIGTERM exits at once with 1; the
-  journal stays consistent.
+  journal stays consistent. SIGTERM while still starting (waiting for
+  the database, say) exits 0 at once: nothing runs yet.
 - SIGHUP: reload the mutable options (threads, timeouts, retry policy,
   log levels) from the config files.
 

@@ -57,6 +57,28 @@ ATTEMPT_TIMEOUTS, ATTEMPT_MARGIN = 4, 30
 METRICS_PATH = "/metrics"
 
 
+class StopWhileStarting(KeyboardInterrupt):
+    """SIGTERM before the engine runs (waiting for the database, say).
+    A KeyboardInterrupt, so that eventlet's hub passes it to the main
+    greenlet as it does Ctrl-C's, and the start unwinds the same way."""
+
+
+@contextlib.contextmanager
+def stop_while_starting() -> Iterator[None]:
+    """From here until ``Server.run`` installs its own handlers, SIGTERM
+    ends the start: nothing runs yet, so there is nothing to drain.
+    Without a handler, an engine that is a container's PID 1 would not
+    hear it at all (the kernel drops a signal PID 1 does not handle),
+    and its stop would end in SIGKILL."""
+    def stop(signum: int, frame: object) -> None:
+        raise StopWhileStarting
+    previous = signal.signal(signal.SIGTERM, stop)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
 class Heartbeat:
     """What the engine's main loop calls each turn: watchdog and STATUS."""
 
@@ -331,11 +353,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG
     _log_backend(conf)
     try:
-        build(conf, Notifier()).run()
+        # Server.run swaps its handlers in for this one, with no moment
+        # between them when SIGTERM is unhandled.
+        with stop_while_starting():
+            build(conf, Notifier()).run()
     except exception.ConfigError as exc:
         failure, status = exc, EXIT_CONFIG
     except exception.StoreUnavailable as exc:
         failure, status = exc, EXIT_UNAVAILABLE
+    except StopWhileStarting:
+        LOG.info("Stop signal while starting: nothing runs yet; stopped")
+        return EXIT_OK
     except KeyboardInterrupt:
         # Ctrl-C before the stop signals are handled (waiting for the
         # database): nothing runs yet.

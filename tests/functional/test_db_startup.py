@@ -8,10 +8,12 @@ covers each next attempt). Its API listens meanwhile and answers 503, to
 a notification (which is not stored) and to /healthcheck. Once the
 database answers it serves: READY, /healthcheck 200, a host recovered.
 With [database] max_retries set and the database never answering, it
-gives up with one line and exit status 75. No traceback either way.
+gives up with one line and exit status 75; a stop signal ends the wait
+with 0. No traceback either way.
 """
 
 import re
+import signal
 import time
 
 import pytest
@@ -208,6 +210,26 @@ def test_an_engine_whose_database_never_answers_exits_75_in_one_line(
     assert REFUSED[backend].format(port=proxy.port) in error
     assert engine.stderr().count("\n") == 1, engine.stderr()
     print(f"{backend}: gave up after {took:.1f} s, exit status {status}")
+
+
+def test_a_stop_while_waiting_for_the_database_exits_zero_at_once(
+        backend, database, proxy, nova, tmp_path):
+    """SIGTERM before the engine runs ends the start cleanly: without its
+    own handler there, an engine that is a container's PID 1 would not
+    hear it, and a plain process would die of it (status -15)."""
+    engine = engine_behind(proxy, database, nova, tmp_path)
+    try:
+        engine.start(ready_timeout=None)
+        wait_until(lambda: ATTEMPT.search(logged(engine)), 30,
+                   "the first attempt")
+        engine.signal(signal.SIGTERM)
+        status = engine.wait_exit(timeout=10)
+    finally:
+        engine.close()
+    assert status == 0, engine.stderr()
+    no_traceback(engine)
+    assert "Stop signal while starting: nothing runs yet; stopped" in (
+        logged(engine))
 
 
 def test_a_database_that_refuses_the_login_is_not_waited_for(

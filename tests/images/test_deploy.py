@@ -133,7 +133,8 @@ def _container(kind: str, name: str) -> dict:
 
 def test_the_kubernetes_job_and_api_commands_run_in_the_image(
         image, postgresql_url, tmp_path):
-    """The manifests' own commands, in the image under podman, with the
+    """The manifests' own commands (their args: the image's entrypoint,
+    dumb-init, stays PID 1), in the image under podman, with the
     Secret's recovery.conf where a test must change it (the database
     here; a static token, as no Keystone answers): the Job upgrades the
     schema, and the API Deployment's uWSGI (on a free port of loopback
@@ -151,14 +152,14 @@ def test_the_kubernetes_job_and_api_commands_run_in_the_image(
     mount = ("--volume", f"{tmp_path}:/etc/recovery:ro")
     job = _container("Job", "recovery-db-upgrade")
     done = kolla.podman("run", "--rm", "--network", "host", *mount, image,
-                        *job["command"], check=False)
+                        *job["args"], check=False)
     assert done.returncode == 0, done.stdout + done.stderr
 
     api = _container("Deployment", "recovery-api")
     port = free_port()
     command = [f"127.0.0.1:{port}" if arg == "0.0.0.0:15868" else arg
-               for arg in api["command"]]
-    assert command != api["command"]
+               for arg in api["args"]]
+    assert command != api["args"]
     env = [arg for e in api["env"]
            for arg in ("--env", f"{e['name']}={e['value']}")]
     with kolla.detached(f"recovery-test-k8s-api-{port}", *mount, *env,

@@ -74,7 +74,7 @@ def test_no_secret_in_the_image(image, tmp_path):
 def test_the_engine_logs_to_stdout_and_stops_on_sigterm(image, tmp_path):
     """Outside Kolla (Kubernetes, a plain podman run), with no log file
     configured: the engine's log lines are the container's stdout, and
-    a stop (SIGTERM) ends it cleanly."""
+    a stop (SIGTERM, through dumb-init) ends it cleanly."""
     port = free_port()
     (tmp_path / "recovery.conf").write_text(
         f"[api]\nhost = 127.0.0.1\nport = {port}\nauth_strategy = noauth\n"
@@ -87,9 +87,16 @@ def test_the_engine_logs_to_stdout_and_stops_on_sigterm(image, tmp_path):
                   "--volume", f"{tmp_path}:/etc/recovery:ro", image, "sh",
                   "-c", f"recovery --config-file {conf} db upgrade"
                   f" && exec recovery-engine --config-file {conf}") as name:
-        wait_until(lambda: f"Listening on 127.0.0.1:{port}" in podman(
+        # "Serving on": the engine runs, its own stop handlers in place
+        # ("Listening on", logged earlier, is before them).
+        wait_until(lambda: f"Serving on 127.0.0.1:{port}" in podman(
             "logs", name).stdout, 60, interval=0.2,
             what="the engine's log line on stdout")
+        # Kolla's PID 1, which passes the stop on to the engine.
+        assert podman("exec", name, "cat", "/proc/1/comm").stdout == (
+            "dumb-init\n")
         podman("stop", "--time", "30", name, timeout=60)
         state = json.loads(podman("inspect", name).stdout)[0]["State"]
-        assert state["ExitCode"] == 0, podman("logs", name).stderr
+        logs = podman("logs", name)
+        assert state["ExitCode"] == 0, logs.stdout + logs.stderr
+        assert "recovery.engine [-] Stopped" in logs.stdout
