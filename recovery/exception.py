@@ -86,6 +86,20 @@ class HostNotDown(RecoveryError):
     """Nova still reports the host's compute service up: refused for safety."""
 
 
+class HostNotUp(RecoveryError):
+    """A drain needs a running host: this one is down or forced down."""
+
+
+class HostFailed(RecoveryError):
+    """The host a drain was moving instances from stopped heartbeating:
+    the drain ends, and the host is a host failure's."""
+
+
+class DrainRefused(RecoveryError):
+    """A drain would leave instances behind for lack of room, and
+    ``--allow-partial`` was not given: nothing was changed."""
+
+
 class WaitTimeout(RecoveryError):
     """A condition did not become true before its deadline."""
 

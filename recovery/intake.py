@@ -99,7 +99,9 @@ def accept(store: AcceptStore, *, type: str | NotificationType,
 
 
 def by_hand(store: ByHandStore, *, kind: Kind, hostname: str, owner: str,
-            lease: float, actor: str) -> tuple[Notification, bool]:
+            lease: float, actor: str,
+            options: dict[str, Any] | None = None
+            ) -> tuple[Notification, bool]:
     """An operator's run of ``hostname`` ('recovery host-failure' or
     'host-return', by ``kind``), claimed by ``owner`` in the transaction
     that checks the host (``Store.claim_host``): the host's abandoned run
@@ -108,12 +110,15 @@ def by_hand(store: ByHandStore, *, kind: Kind, hostname: str, owner: str,
     event. ``RecoveryInProgress`` while a live process recovers the host.
 
     Nothing ignores it: the operator vouches for the host, so neither a
-    host_status nor the segment's state is asked for.
+    host_status nor the segment's state is asked for. ``options`` go in
+    its payload (a drain's ``allow_partial``); a resumed run keeps those
+    it started with.
     """
     record = store.host_record(hostname)
     return store.claim_host(
         type=kind.type.value, kind=kind, hostname=hostname,
-        payload={"event": HOST_EVENT[kind]}, origin=CLI, owner=owner,
+        payload={"event": HOST_EVENT[kind], **(options or {})},
+        origin=CLI, owner=owner,
         lease=lease, actor=actor,
         source_host_uuid=record and record[0].uuid,
         failover_segment_uuid=record and record[1].uuid,

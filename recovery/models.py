@@ -107,8 +107,9 @@ class ServiceStatus(NovaState):
 
 
 class MigrationStatus(NovaState):
-    """The statuses of an evacuation's migration that recovery reads
-    (Nova's others are held as unknown ones: still in flight)."""
+    """The statuses of a migration (an evacuation's, a live one's) that
+    recovery reads (Nova's others are held as unknown ones: still in
+    flight)."""
 
     ACCEPTED = "accepted"
     PRE_MIGRATING = "pre-migrating"

@@ -53,6 +53,7 @@ class Kind(str, enum.Enum):
 
     HOST_FAILURE = "host_failure"   # COMPUTE_HOST STOPPED: evacuate
     HOST_RETURN = "host_return"     # COMPUTE_HOST STARTED: bring it back
+    HOST_DRAIN = "host_drain"       # recovery's own: live-migrate all away
     INSTANCE = "instance"           # VM: restart the instance
     PROCESS = "process"             # PROCESS: disable, later re-enable
 
@@ -64,6 +65,7 @@ class Kind(str, enum.Enum):
 
 _TYPE_OF = {Kind.HOST_FAILURE: NotificationType.COMPUTE_HOST,
             Kind.HOST_RETURN: NotificationType.COMPUTE_HOST,
+            Kind.HOST_DRAIN: NotificationType.COMPUTE_HOST,
             Kind.INSTANCE: NotificationType.VM,
             Kind.PROCESS: NotificationType.PROCESS}
 
@@ -71,13 +73,15 @@ _TYPE_OF = {Kind.HOST_FAILURE: NotificationType.COMPUTE_HOST,
 # Masakari default): the host failed.
 DEFAULT_EVENT = "STOPPED"
 _HOST_EVENTS = {"STOPPED": Kind.HOST_FAILURE, "STARTED": Kind.HOST_RETURN}
-# The COMPUTE_HOST event of each kind of host run.
-HOST_EVENT = {kind: event for event, kind in _HOST_EVENTS.items()}
+# The COMPUTE_HOST event of each kind of host run. A drain's is
+# recovery's own: no monitor sends it, and the intake takes none.
+HOST_EVENT = {**{kind: event for event, kind in _HOST_EVENTS.items()},
+              Kind.HOST_DRAIN: "DRAIN"}
 _TYPES = {NotificationType.VM: Kind.INSTANCE,
           NotificationType.PROCESS: Kind.PROCESS}
 # The command an operator runs each kind of host run with, by hand.
 COMMANDS = {Kind.HOST_FAILURE: "host-failure",
-            Kind.HOST_RETURN: "host-return"}
+            Kind.HOST_RETURN: "host-return", Kind.HOST_DRAIN: "host-drain"}
 
 
 def classify(type: str, payload: dict[str, Any]) -> Kind:

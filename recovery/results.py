@@ -23,6 +23,7 @@ class Phase(str, enum.Enum):
     PENDING = "pending"
     LOCKING = "locking"
     EVACUATING = "evacuating"
+    MIGRATING = "migrating"     # a drain's live migration
     CONFIRMING = "confirming"
     RESTORING = "restoring"
     UNLOCKING = "unlocking"
@@ -48,6 +49,9 @@ class StepName(enum.StrEnum):
     PHASE_TIMEOUT = "phase-timeout"
     # Recovery's locks still on the run's instances are lifted.
     RELEASE_LOCKS = "release-locks"
+    # A host drain (with disable, list-instances and capacity-check).
+    VERIFY_HOST_UP = "verify-host-up"
+    DRAIN_INSTANCES = "drain-instances"
     # A host return.
     CHECK_EVACUATIONS = "check-evacuations"
     AWAIT_HEARTBEAT = "await-heartbeat"

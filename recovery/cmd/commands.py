@@ -11,7 +11,9 @@ input, a name already taken, or a live entry 'db import-masakari'
 left behind, or no recovery waiting for 'fencing confirm', 3
 refused for safety (a host that heartbeats, or answers the liveness
 probe when confirmed off, one that another live
-process is recovering, a host return while guests still move away,
+process is recovering, a drain of a host that is not up or whose
+instances would not all find room, a host return while guests still
+move away,
 recovery disarmed, a segment or host edit while one of the segment's
 hosts is being recovered, or 'db contract' while an engine of an older
 release is alive), 4 the run 'notifications watch' follows had not
@@ -23,6 +25,7 @@ import getpass
 import logging
 import socket
 import sys
+from typing import Any
 
 import sqlalchemy as sa
 from oslo_config import cfg
@@ -72,7 +75,9 @@ EXIT_CODES = f"""exit codes:
      recovery of the host waiting for fencing confirm
   {EXIT_REFUSED}  refused for safety: Nova still hears from the host (and it
      has no fencing driver; fencing confirm: or it answers the liveness
-     probe), another process is recovering it, guests
+     probe), another process is recovering it, host-drain: the host
+     is not up, or some instances would find no room (without
+     --allow-partial), guests
      are still moving away from it (host-return), recovery is
      disarmed, a segment edit would change a recovery in flight, or db
      contract while an engine of an older release is alive
@@ -108,7 +113,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _add_host_commands(commands: argparse._SubParsersAction) -> None:
-    """host-failure and host-return."""
+    """host-failure, host-drain and host-return."""
     host = commands.add_parser(
         "host-failure", help="Evacuate every instance of a failed host.",
         description="Isolate a failed compute host (force-down, disable) "
@@ -120,6 +125,30 @@ def _add_host_commands(commands: argparse._SubParsersAction) -> None:
                            "why; change nothing in Nova.")
     host.add_argument("--format", choices=("table", "json"), default="table",
                       help="Result format on stdout (default: table).")
+    drain = commands.add_parser(
+        "host-drain", help="Live-migrate every instance off a host that is "
+                           "still up, and leave it disabled.",
+        description="Check that the host is up and that the other hosts "
+                    "have room, disable the host, then live-migrate its "
+                    "instances, highest restart priority first, at most "
+                    "[host_drain] max_parallel at once and max_per_host "
+                    "from or to one host. Each migration is confirmed "
+                    "from Nova's migration record; one that fails is "
+                    "tried once more, then reported. Nothing is ever "
+                    "evacuated: the host is alive. An interrupted drain "
+                    "resumes where it stopped when run again.")
+    drain.add_argument("host", help="Service host name of the host.")
+    drain.add_argument("--allow-partial", action="store_true",
+                       help="Drain what fits even when some instances are "
+                            "predicted to find no room (they stay, "
+                            "reported). Without it, a shortfall refuses "
+                            "the drain before anything changes.")
+    drain.add_argument("--dry-run", action="store_true",
+                       help="Print what would be migrated, where to, and "
+                            "what would stay and why; change nothing.")
+    drain.add_argument("--format", choices=("table", "json"),
+                       default="table",
+                       help="Result format on stdout (default: table).")
     back = commands.add_parser(
         "host-return", help="Bring a repaired host back into scheduling.",
         description="Wait for the host's restarted nova-compute to "
@@ -205,6 +234,24 @@ def host_failure(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     return EXIT_OK if report.succeeded else EXIT_FAILED
 
 
+def host_drain(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
+    means = runner.Means.load(conf, Clock(), "recovery")
+    if args.dry_run:
+        report = runner.plan_drain(means, args.host,
+                                   output.ProgressPrinter())
+    else:
+        with live.progress(f"host-drain {args.host}", means.clock,
+                           sys.stderr,
+                           wanted=args.format == "table") as listener:
+            report = _recorded_run(
+                conf, means, Kind.HOST_DRAIN, args.host, listener,
+                options={"allow_partial": args.allow_partial}).report
+    render = output.render_json if args.format == "json" else (
+        output.render_table)
+    print(render(report))
+    return EXIT_OK if report.succeeded else EXIT_FAILED
+
+
 def host_return(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
     result = _recorded_run(conf, runner.Means.load(conf, Clock(), "recovery"),
                            Kind.HOST_RETURN, args.host,
@@ -214,7 +261,8 @@ def host_return(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
 
 
 def _recorded_run(conf: cfg.ConfigOpts, means: runner.Means, kind: Kind,
-                  host: str, listener: Recorder) -> runner.Attempt:
+                  host: str, listener: Recorder,
+                  options: dict[str, Any] | None = None) -> runner.Attempt:
     """Run ``kind`` for ``host`` as a notification in the store,
     journaled like the engine's: an interrupted run is resumed by the next
     one (or by recovery-engine), and shows in 'recovery notifications'.
@@ -228,7 +276,8 @@ def _recorded_run(conf: cfg.ConfigOpts, means: runner.Means, kind: Kind,
             f"run 'recovery arm' first")
     # Who decides, in the events: the operator.
     with runner.by_hand(store, kind, host, seconds=conf.engine.lease_seconds,
-                        clock=means.clock, actor=_operator()) as run:
+                        clock=means.clock, actor=_operator(),
+                        options=options) as run:
         if run.resumed:
             print(f"Resuming the interrupted run {run.notification.uuid}",
                   file=sys.stderr)
@@ -379,7 +428,8 @@ def _fail(code: int, message: str) -> int:
     return code
 
 
-COMMANDS = {"host-failure": host_failure, "host-return": host_return,
+COMMANDS = {"host-failure": host_failure, "host-drain": host_drain,
+            "host-return": host_return,
             "notifications": notifications, "disarm": set_arming,
             "arm": set_arming, "status": status,
             "segment": segments_and_hosts, "host": segments_and_hosts,
@@ -395,7 +445,8 @@ def main(argv: list[str] | None = None) -> int:
         return command(conf, args)
     except (exception.HostNotDown, exception.RecoveryInProgress,
             exception.EvacuationsUnfinished, exception.Disarmed,
-            exception.InUse) as exc:
+            exception.InUse, exception.HostNotUp,
+            exception.DrainRefused) as exc:
         return _fail(EXIT_REFUSED, str(exc))
     except (cfg.Error, exception.ConfigError, exception.UnknownHost,
             exception.NotFound, exception.Duplicate,

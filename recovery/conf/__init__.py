@@ -14,6 +14,7 @@ from recovery.conf import default
 from recovery.conf import detector
 from recovery.conf import engine
 from recovery.conf import fencing
+from recovery.conf import host_drain
 from recovery.conf import host_failure
 from recovery.conf import instance_failure
 from recovery.conf import masakari
@@ -25,7 +26,7 @@ from recovery.conf import safety
 
 _MODULES = (default, host_failure, nova, database, api, engine, fencing,
             safety, instance_failure, process_failure, detector, metrics,
-            masakari, capacity, policy, bus)
+            masakari, capacity, policy, bus, host_drain)
 
 
 def register_opts(conf: cfg.ConfigOpts) -> None:

@@ -343,9 +343,13 @@ class ClaimStore(NotificationStore):
                     f"{hostname} is being recovered by {live.owner} "
                     f"(notification {live.uuid}, since "
                     f"{live.updated_at:%Y-%m-%d %H:%M:%S} UTC)")
+            # An interrupted drain holds back no failure or return of
+            # the host: its next attempt finds the host changed and ends.
+            kinds = [k.value for k in COMMANDS if k is kind
+                     or Kind.HOST_DRAIN not in (k, kind)]
             row = conn.execute(notifications.select().where(
                 notifications.c.hostname == hostname,
-                notifications.c.kind.in_([k.value for k in COMMANDS]),
+                notifications.c.kind.in_(kinds),
                 notifications.c.status == Status.RUNNING.value)
                 .order_by(notifications.c.id).limit(1)).first()
             if row is None and kind is Kind.HOST_FAILURE:

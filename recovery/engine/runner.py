@@ -22,6 +22,7 @@ import datetime
 import logging
 from collections.abc import Callable
 from collections.abc import Iterator
+from typing import Any
 from typing import Protocol
 
 from oslo_config import cfg
@@ -47,6 +48,7 @@ from recovery.flows import Env
 from recovery.flows import EvacuationWatcher
 from recovery.flows import ReservedHostStore
 from recovery.flows import Settings
+from recovery.flows import drain_host
 from recovery.flows import handle_process_event
 from recovery.flows import placement_for_host
 from recovery.flows import recover_host
@@ -299,7 +301,8 @@ class Run:
 @contextlib.contextmanager
 def by_hand(store: ByHandRunStore, kind: Kind, hostname: str, *,
             seconds: float, clock: concurrency.Clock,
-            actor: str) -> Iterator[Run]:
+            actor: str, options: dict[str, Any] | None = None
+            ) -> Iterator[Run]:
     """An operator's run of ``hostname`` (``recovery host-failure`` or
     ``host-return``): claimed through the intake (``intake.by_hand``:
     an abandoned run resumed, or a new one recorded; refused while a
@@ -309,7 +312,7 @@ def by_hand(store: ByHandRunStore, kind: Kind, hostname: str, *,
     sent_at = clock.monotonic()
     notification, resumed = intake.by_hand(
         store, kind=kind, hostname=hostname, owner=owner, lease=seconds,
-        actor=actor)
+        actor=actor, options=options)
     keeper = LeaseKeeper(store, clock, seconds)
     run = Run(store, notification, owner, seconds=seconds, clock=clock,
               taken_at=sent_at, keeper=keeper, actor=actor,
@@ -334,6 +337,14 @@ def plan(means: Means, store: ReservedHostStore, host: str,
                         dry_run=True, placement=methods)
 
 
+def plan_drain(means: Means, host: str, recorder: Recorder) -> HostReport:
+    """What a drain of ``host`` would do, changing nothing and recording
+    nothing (``recovery host-drain --dry-run``)."""
+    env = Env(nova=means.nova, clock=means.clock, settings=means.settings(),
+              recorder=recorder, watcher=means.watcher)
+    return drain_host(env, host, dry_run=True)
+
+
 def attempt(env: Env, store: RunStore, notification: Notification,
             fencing: Fencing) -> Attempt:
     """Run (or continue) what ``notification`` asks for.
@@ -350,7 +361,8 @@ def attempt(env: Env, store: RunStore, notification: Notification,
         return Attempt(None, str(exc), error=exc)
     except exception.Ignored as exc:
         return Attempt(Status.IGNORED, str(exc), error=exc)
-    except (exception.UnknownHost, exception.GaveUp) as exc:
+    except (exception.UnknownHost, exception.GaveUp, exception.HostNotUp,
+            exception.DrainRefused, exception.HostFailed) as exc:
         return Attempt(Status.FAILED, str(exc), error=exc)
     except exception.RecoveryError as exc:
         # A host Nova still reports up may be seen down on a retry, a
@@ -392,6 +404,23 @@ def _return_host(env: Env, store: RunStore, notification: Notification,
                    return_host(env, host, fencing.for_host(host)))
 
 
+def _drain_host(env: Env, store: RunStore, notification: Notification,
+                fencing: Fencing) -> Attempt:
+    host = notification.hostname
+    report = drain_host(
+        env, host, journal=store.journal(notification.uuid),
+        allow_partial=bool(notification.payload.get("allow_partial")))
+    summary = f"{host} drained: {report.summary()}"
+    if report.succeeded:
+        return Attempt(Status.FINISHED, summary, report)
+    failed = [r for r in report.instances if r.outcome is Outcome.FAILED]
+    # A migration that failed twice is reported, not retried by the
+    # engine: the operator decides (the host is alive, nothing is lost).
+    first = failed[0]
+    return Attempt(Status.FAILED, f"{summary}; {first.name or first.uuid}: "
+                   f"{first.reason}", report)
+
+
 def _restart_instance(env: Env, store: RunStore,
                       notification: Notification,
                       fencing: Fencing) -> Attempt:
@@ -416,6 +445,7 @@ def _handle_process_event(env: Env, store: RunStore,
 FLOWS: dict[Kind, Callable[[Env, RunStore, Notification, Fencing],
                            Attempt]] = {
     Kind.HOST_FAILURE: _recover_host, Kind.HOST_RETURN: _return_host,
+    Kind.HOST_DRAIN: _drain_host,
     Kind.INSTANCE: _restart_instance, Kind.PROCESS: _handle_process_event}
 
 

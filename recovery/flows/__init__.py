@@ -12,6 +12,7 @@ reserved hosts).
 
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
+from recovery.flows.drain import drain_host
 from recovery.flows.host_failure import recover_host
 from recovery.flows.host_return import return_host
 from recovery.flows.instance_failure import restart_instance
@@ -28,7 +29,7 @@ from recovery.flows.tolerance import simulate
 from recovery.flows.watcher import EvacuationWatcher
 
 __all__ = ["Cloud", "Env", "EvacuationWatcher", "Group", "Plan",
-           "ReservedHostStore", "Settings", "Tolerance",
+           "ReservedHostStore", "Settings", "Tolerance", "drain_host",
            "failures_tolerated", "handle_process_event", "if_each_failed",
            "placement_for_host", "recover_host", "restart_instance",
            "return_host", "simulate"]

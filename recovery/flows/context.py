@@ -14,6 +14,32 @@ from recovery.results import Recorder
 
 
 @dataclasses.dataclass(frozen=True)
+class DrainSettings:
+    """A host drain's options ([host_drain])."""
+
+    max_parallel: int
+    max_per_host: int
+    migration_timeout: float
+    # True, False or "auto", as Nova's os-migrateLive takes it.
+    block_migration: bool | str
+    live_migratable_pci_aliases: frozenset[str]
+    disable_reason: str
+
+    @classmethod
+    def from_conf(cls, conf: cfg.ConfigOpts) -> "DrainSettings":
+        group = conf.host_drain
+        block = {"true": True, "false": False}.get(group.block_migration,
+                                                   "auto")
+        return cls(max_parallel=group.max_parallel,
+                   max_per_host=group.max_per_host,
+                   migration_timeout=group.migration_timeout,
+                   block_migration=block,
+                   live_migratable_pci_aliases=frozenset(
+                       group.live_migratable_pci_aliases),
+                   disable_reason=group.disable_reason)
+
+
+@dataclasses.dataclass(frozen=True)
 class Settings:
     """The options of one run, read from the config when the run starts.
     The defaults live with the options alone (``recovery.conf``)."""
@@ -56,6 +82,7 @@ class Settings:
     silence_window: float
     views_fresh: float
     engine_lease: float
+    drain: DrainSettings
 
     @classmethod
     def from_conf(cls, conf: cfg.ConfigOpts) -> "Settings":
@@ -95,7 +122,8 @@ class Settings:
             views_fresh=max(conf.detector.silence_window,
                             2 * conf.detector.poll_interval,
                             3 * conf.detector.probe_interval),
-            engine_lease=conf.engine.lease_seconds)
+            engine_lease=conf.engine.lease_seconds,
+            drain=DrainSettings.from_conf(conf))
 
 
 def _never() -> bool:

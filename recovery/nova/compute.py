@@ -301,6 +301,16 @@ class Nova:
                    self._client.servers.evacuate, uuid, host=host,
                    safe=False)
 
+    def live_migrate(self, uuid: str, host: str | None,
+                     block_migration: bool | str) -> None:
+        """Live-migrate once, to ``host`` (which the scheduler validates)
+        or to where the scheduler picks; ``block_migration``: True, False
+        or "auto" (Nova decides by whether the storage is shared)."""
+        where = f" to {host}" if host else ""
+        self._call(f"live-migrate instance {uuid}{where}",
+                   self._client.servers.live_migrate, uuid, host,
+                   block_migration, safe=False)
+
     # -- aggregates --------------------------------------------------------
     def list_aggregates(self) -> list[Aggregate]:
         """Every host aggregate, with its hosts and metadata: one
@@ -334,6 +344,14 @@ class Nova:
         return self._placement.free_room(self._call)
 
     # -- migrations ----------------------------------------------------------
+    def list_live_migrations(self, source_host: str | None = None,
+                             instance_uuid: str | None = None
+                             ) -> list[Migration]:
+        """Every live migration (from ``source_host``; of one instance),
+        as ``list_evacuations`` reads them."""
+        return self._migrations("live-migration", "live migrations",
+                                source_host, instance_uuid)
+
     def list_evacuations(self, source_host: str | None = None,
                          changes_since: str | None = None,
                          instance_uuid: str | None = None
@@ -349,17 +367,23 @@ class Nova:
         Nova has just accepted does not have yet: only a query without it
         (by ``instance_uuid``) proves an evacuate was not accepted.
         """
-        query = {"migration_type": "evacuation"}
+        return self._migrations("evacuation", "evacuations", source_host,
+                                instance_uuid, changes_since)
+
+    def _migrations(self, type: str, named: str, source_host: str | None,
+                    instance_uuid: str | None,
+                    changes_since: str | None = None) -> list[Migration]:
+        query = {"migration_type": type}
         if source_host is not None:
             query["source_compute"] = source_host
         if changes_since is not None:
             query["changes-since"] = changes_since
         if instance_uuid is not None:
             query["instance_uuid"] = instance_uuid
-        what = ("list the evacuations" if source_host is None
-                else f"list the evacuations from {source_host}")
+        what = (f"list the {named}" if source_host is None
+                else f"list the {named} from {source_host}")
         if instance_uuid is not None:
-            what = f"list the evacuations of instance {instance_uuid}"
+            what = f"list the {named} of instance {instance_uuid}"
         return [Migration.from_nova(m) for m in self._pages(
             what, "/os-migrations", query, "migrations",
             kind="migration.list")]

@@ -24,8 +24,8 @@ import time
 import uuid
 from typing import Any
 
+from tests.fakenova import scheduler
 from tests.fakenova.errors import RequestContext
-from tests.fakenova.state import FINAL_MIGRATION_STATUSES
 from tests.fakenova.state import NOSTATE
 from tests.fakenova.state import POWER_FOR_VM_STATE
 from tests.fakenova.state import Migration
@@ -129,32 +129,12 @@ class Evacuation:
         if self._dest_running(dest):
             self.state.call_later(0.2 * self.latency, self._rebuild)
 
-    def _acceptable(self, host: str) -> bool:
-        service = self.state.computes.get(host)
-        return (service is not None and service.up and not service.disabled
-                and not service.trait_disabled and host != self.server.host
-                and (service.capacity is None
-                     or self._load(host) < service.capacity))
-
-    def _load(self, host: str) -> int:
-        """Servers on the host plus in-flight moves claimed to it."""
-        on_host = sum(1 for s in self.state.servers.values()
-                      if s.host == host)
-        claimed = sum(1 for m in self.state.migrations
-                      if m.dest_compute == host and m is not self.migration
-                      and m.status not in FINAL_MIGRATION_STATUSES)
-        return on_host + claimed
-
     def _pick_destination(self) -> str | None:
-        if self.requested_host is not None:
-            if self.force or self._acceptable(self.requested_host):
-                return self.requested_host
-            return None
-        candidates = [h for h in sorted(self.state.computes)
-                      if self._acceptable(h)]
-        if not candidates:
-            return None
-        return min(candidates, key=self._load)
+        assert self.migration is not None
+        if self.requested_host is not None and self.force:
+            return self.requested_host
+        return scheduler.select_destination(
+            self.state, self.server, self.migration, self.requested_host)
 
     # -- destination compute --------------------------------------------
     def _rebuild(self) -> None:

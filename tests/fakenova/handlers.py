@@ -14,6 +14,7 @@ from urllib.parse import urlencode
 from tests.fakenova import admin
 from tests.fakenova import compute
 from tests.fakenova import errors
+from tests.fakenova import live_migration
 from tests.fakenova import views
 from tests.fakenova.errors import RequestContext
 from tests.fakenova.state import State
@@ -167,6 +168,8 @@ _ACTIONS: dict[str, tuple[int, Callable[..., Any], Callable[..., Any]]] = {
     "lock": (202, compute.validate_lock_body, compute.lock),
     "unlock": (202, _no_body, _ignore_body(compute.unlock)),
     "evacuate": (200, compute.validate_evacuate_body, compute.evacuate),
+    "os-migrateLive": (202, live_migration.validate_body,
+                       live_migration.migrate_live),
     "os-resetState": (202, compute.validate_reset_state_body,
                       compute.reset_state),
     "os-stop": (202, _no_body, _ignore_body(compute.stop)),
@@ -243,6 +246,43 @@ def migrations_index(state: State, ctx: RequestContext,
     return 200, result
 
 
+def _server_for_migrations(state: State, ctx: RequestContext,
+                           server_id: str, rule: str) -> Any:
+    if not ctx.at_least("2.23"):
+        raise errors.not_found("The resource could not be found.")
+    server = compute.get_instance(state, ctx, server_id)
+    compute.require_admin(ctx, f"os_compute_api:servers:migrations:{rule}")
+    return server
+
+
+def server_migrations_index(state: State, ctx: RequestContext,
+                            req: Request, server_id: str) -> Result:
+    """The server's live migrations in progress."""
+    server = _server_for_migrations(state, ctx, server_id, "index")
+    return 200, {"migrations": [
+        views.server_migration_view(ctx, m) for m in state.migrations
+        if m.instance_uuid == server.uuid
+        and m.migration_type == "live-migration"
+        and m.status in live_migration.IN_PROGRESS]}
+
+
+def server_migration_show(state: State, ctx: RequestContext, req: Request,
+                          server_id: str, migration_id: str) -> Result:
+    server = _server_for_migrations(state, ctx, server_id, "show")
+    migration = next((m for m in state.migrations
+                      if str(m.id) == migration_id
+                      and m.instance_uuid == server.uuid), None)
+    where = f"{migration_id} for server {server.uuid}"
+    if migration is None:
+        raise errors.not_found(f"In-progress live migration {migration_id} "
+                               f"is not found for server {server.uuid}.")
+    if migration.migration_type != "live-migration":
+        raise errors.not_found(f"Migration {where} is not live-migration.")
+    if migration.status not in live_migration.IN_PROGRESS:
+        raise errors.not_found(f"Live migration {where} is not in progress.")
+    return 200, {"migration": views.server_migration_view(ctx, migration)}
+
+
 # -- aggregates ------------------------------------------------------------
 def aggregates_index(state: State, ctx: RequestContext,
                      req: Request) -> Result:
@@ -281,6 +321,11 @@ ROUTES: list[tuple[str, re.Pattern[str], Callable[..., Result]]] = [
      server_show),
     ("POST", re.compile(r"^/servers/" + _ID.format("server_id")
                         + "/action$"), server_action),
+    ("GET", re.compile(r"^/servers/" + _ID.format("server_id")
+                       + "/migrations$"), server_migrations_index),
+    ("GET", re.compile(r"^/servers/" + _ID.format("server_id")
+                       + "/migrations/" + _ID.format("migration_id") + "$"),
+     server_migration_show),
     ("GET", re.compile(r"^/os-services$"), services_index),
     ("PUT", re.compile(r"^/os-services/" + _ID.format("service_id") + "$"),
      services_update),

@@ -13,6 +13,7 @@ from collections.abc import Callable
 from typing import Any
 from wsgiref import simple_server
 
+from tests.fakenova import live_migration
 from tests.fakenova import views
 from tests.fakenova.app import NovaApp
 from tests.fakenova.state import IMAGE_ID
@@ -20,6 +21,7 @@ from tests.fakenova.state import Injection
 from tests.fakenova.state import State
 
 EVACUATION_OUTCOMES = (None, "ok", "error", "hang")
+LIVE_MIGRATION_OUTCOMES = (None, "ok", "error", "failed", "hang")
 
 
 class _ThreadingWSGIServer(socketserver.ThreadingMixIn,
@@ -261,6 +263,31 @@ class FakeNova:
             server = self._state.servers[uuid]
             server.evacuation_outcome = None if outcome == "ok" else outcome
 
+    def set_live_migration_outcome(self, uuid: str,
+                                   outcome: str | None) -> None:
+        """"error": the destination's pre-check fails; "failed": it fails
+        while running and rolls back; "hang": it stays running; None or
+        "ok": live migrations of this server succeed again."""
+        if outcome not in LIVE_MIGRATION_OUTCOMES:
+            raise ValueError(f"bad outcome {outcome!r}")
+        with self._state.lock:
+            server = self._state.servers[uuid]
+            server.live_migration_outcome = (None if outcome == "ok"
+                                             else outcome)
+
+    def set_max_concurrent_live_migrations(self, host: str,
+                                           limit: int) -> None:
+        """The host's nova.conf [DEFAULT]max_concurrent_live_migrations
+        (1 unless set): how many live migrations from it run at once, the
+        others queued; 0 (deprecated) is 5, as in nova-compute's native
+        threading mode. Queued ones start at once if there is room."""
+        if limit < 0:
+            raise ValueError(f"bad limit {limit!r}")
+        with self._state.lock:
+            self._compute(host)
+            self._state.max_live_migrations[host] = limit
+            live_migration.start_queued(self._state, host)
+
     def inject(self, method: str | None, path_regex: str, *,
                action: str | None = None, status: int | None = None,
                delay: float = 0.0, times: int = 1,
@@ -300,6 +327,7 @@ class FakeNova:
                 "metadata": dict(server.metadata),
                 "project_id": server.project_id,
                 "user_id": server.user_id,
+                "fault": server.fault["message"] if server.fault else None,
             }
 
     def servers(self) -> list[dict[str, Any]]:
@@ -336,6 +364,16 @@ class FakeNova:
     @property
     def evacuate_calls(self) -> list[dict[str, Any]]:
         return self._records(self._state.evacuate_calls)
+
+    @property
+    def live_migrate_calls(self) -> list[dict[str, Any]]:
+        return self._records(self._state.live_migrate_calls)
+
+    def peak_live_migrations(self) -> dict[str, dict[str, int]]:
+        """The most live migrations seen preparing or running at once,
+        by "source" and by "dest" host."""
+        with self._state.lock:
+            return copy.deepcopy(self._state.live_migration_peaks)
 
     @property
     def requests(self) -> list[dict[str, Any]]:

@@ -58,6 +58,7 @@ class Server:
     fault: dict[str, Any] | None = None
     evacuation_outcome: str | None = None
     evacuation: Any = None      # the evacuation in flight, if any
+    live_migration_outcome: str | None = None
     # Its flavor's extra specs (hw:tpm_version: a vTPM, never evacuated).
     extra_specs: dict[str, str] = dataclasses.field(default_factory=dict)
     # The image it booted from (None: booted from a volume), and that
@@ -224,6 +225,15 @@ class State:
         # Glance's images, by id: their properties.
         self.images: dict[str, dict[str, str]] = {IMAGE_ID: {}}
         self.evacuate_calls: list[dict[str, Any]] = []
+        self.live_migrate_calls: list[dict[str, Any]] = []
+        # Live migrations: each source compute's
+        # [DEFAULT]max_concurrent_live_migrations (1 unless set), those
+        # waiting for a slot of their source's executor, and the most seen
+        # holding a slot at once, per source and per destination host.
+        self.max_live_migrations: dict[str, int] = {}
+        self.live_migration_queue: list[Any] = []
+        self.live_migration_peaks: dict[str, dict[str, int]] = {
+            "source": {}, "dest": {}}
         self.requests: list[dict[str, Any]] = []
         self.lock_events: list[dict[str, Any]] = []
         self.injections: list[Injection] = []

@@ -18,14 +18,14 @@ FLAVOR = {"id": "1", "name": "m1.tiny", "vcpus": 1, "ram": 512, "disk": 1}
 _STATUS_MAP: dict[str, dict[str | None, str]] = {
     "active": {None: "ACTIVE", "rebuilding": "REBUILD",
                "rebuild_block_device_mapping": "REBUILD",
-               "rebuild_spawning": "REBUILD"},
+               "rebuild_spawning": "REBUILD", "migrating": "MIGRATING"},
     "stopped": {None: "SHUTOFF", "rebuilding": "REBUILD",
                 "rebuild_block_device_mapping": "REBUILD",
                 "rebuild_spawning": "REBUILD"},
     "error": {None: "ERROR", "rebuilding": "REBUILD",
               "rebuild_block_device_mapping": "REBUILD",
               "rebuild_spawning": "REBUILD"},
-    "paused": {None: "PAUSED"},
+    "paused": {None: "PAUSED", "migrating": "MIGRATING"},
     "suspended": {None: "SUSPENDED"},
     "rescued": {None: "RESCUE"},
     "resized": {None: "VERIFY_RESIZE"},
@@ -207,6 +207,30 @@ def migration_view(ctx: RequestContext,
     }
     if ctx.at_least("2.23"):
         view["migration_type"] = migration.migration_type
+    if ctx.at_least("2.59"):
+        view["uuid"] = migration.uuid
+    if ctx.at_least("2.80"):
+        view["user_id"] = migration.user_id
+        view["project_id"] = migration.project_id
+    return view
+
+
+def server_migration_view(ctx: RequestContext,
+                          migration: Migration) -> dict[str, Any]:
+    """GET /servers/{id}/migrations[/{id}] (no progress figures)."""
+    view: dict[str, Any] = {
+        "id": migration.id, "server_uuid": migration.instance_uuid,
+        "source_compute": migration.source_compute,
+        "source_node": migration.source_node,
+        "dest_compute": migration.dest_compute,
+        "dest_node": migration.dest_node,
+        "dest_host": migration.dest_host, "status": migration.status,
+        "created_at": iso_micro(migration.created_at),
+        "updated_at": iso_micro(migration.updated_at),
+    }
+    for kind in ("memory", "disk"):
+        for figure in ("total", "processed", "remaining"):
+            view[f"{kind}_{figure}_bytes"] = None
     if ctx.at_least("2.59"):
         view["uuid"] = migration.uuid
     if ctx.at_least("2.80"):

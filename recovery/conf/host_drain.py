@@ -1,0 +1,80 @@
+"""``[host_drain]`` options: live-migrating every instance off a host
+that is still up ('recovery host-drain')."""
+
+from oslo_config import cfg
+
+GROUP = "host_drain"
+
+OPTS = [
+    cfg.IntOpt(
+        "max_parallel",
+        default=4,
+        min=1,
+        mutable=True,
+        help="Live migrations a drain runs at once, at most. Each host, "
+             "the drained one and each destination, takes at most "
+             "max_per_host of them.",
+    ),
+    cfg.IntOpt(
+        "max_per_host",
+        default=1,
+        min=1,
+        mutable=True,
+        help="Live migrations a drain runs at once from or to one host. "
+             "Keep it at most nova-compute's own [DEFAULT] "
+             "max_concurrent_live_migrations (1 by default): Nova queues "
+             "the ones past its limit, and a queued migration counts "
+             "against migration_timeout.",
+    ),
+    cfg.FloatOpt(
+        "migration_timeout",
+        default=1800.0,
+        min=1.0,
+        mutable=True,
+        help="Seconds one live migration may take, from the request until "
+             "Nova's migration record says it completed, before the drain "
+             "reports it failed. The migration is not aborted: it may "
+             "still complete, and a later drain sees it.",
+    ),
+    cfg.StrOpt(
+        "block_migration",
+        default="auto",
+        choices=[("auto", "Nova decides, from whether the instance's disks "
+                          "are on storage both hosts share"),
+                 ("true", "always copy the local disks"),
+                 ("false", "never copy disks, where instance disks are "
+                           "not on shared storage and block migration is "
+                           "not allowed: instances with an image-backed "
+                           "root, ephemeral or swap disk are reported, not "
+                           "migrated")],
+        mutable=True,
+        help="Whether live migrations copy the instances' local disks.",
+    ),
+    cfg.ListOpt(
+        "live_migratable_pci_aliases",
+        default=[],
+        mutable=True,
+        help="The PCI aliases (nova.conf [pci] alias) declared "
+             "live_migratable to Nova. An instance whose flavor asks for "
+             "any other alias (pci_passthrough:alias) is reported as not "
+             "live-migratable, before anything is tried, as Nova's "
+             "conductor would refuse it.",
+    ),
+    cfg.StrOpt(
+        "disable_reason",
+        default="Drained by recovery: live-migrating its instances away",
+        mutable=True,
+        help="Reason recorded on a drained host's nova-compute service, "
+             "which a drain disables before its first migration so that "
+             "nothing new lands on it. The host stays disabled; "
+             "'openstack compute service set --enable' brings it back.",
+    ),
+]
+
+
+def register_opts(conf: cfg.ConfigOpts) -> None:
+    conf.register_opts(OPTS, group=GROUP)
+
+
+def list_opts() -> list[tuple[str, list[cfg.Opt]]]:
+    return [(GROUP, OPTS)]
