@@ -80,6 +80,7 @@ class TaskState(NovaState):
     REBUILD_SPAWNING = "rebuild_spawning"
     POWERING_OFF = "powering-off"
     POWERING_ON = "powering-on"
+    MIGRATING = "migrating"     # a live migration's, from the request on
 
     @property
     def rebuilding(self) -> bool:
@@ -318,6 +319,8 @@ class Migration:
     # ended).
     created_at: datetime.datetime | None = None
     updated_at: datetime.datetime | None = None
+    # Nova's migration_type: evacuation, live-migration, migration, resize.
+    type: str = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "status", MigrationStatus(self.status))
@@ -341,6 +344,7 @@ class Migration:
                    status=data["status"],
                    source_compute=data["source_compute"],
                    dest_compute=data.get("dest_compute"),
+                   type=data.get("migration_type", ""),
                    created_at=parse_time(data.get("created_at")),
                    updated_at=parse_time(data.get("updated_at")))
 

@@ -52,6 +52,8 @@ class StepName(enum.StrEnum):
     # A host drain (with disable, list-instances and capacity-check).
     VERIFY_HOST_UP = "verify-host-up"
     DRAIN_INSTANCES = "drain-instances"
+    # A host return's last step, when asked: its instances come home.
+    BRING_BACK = "bring-back"
     # A host return.
     CHECK_EVACUATIONS = "check-evacuations"
     AWAIT_HEARTBEAT = "await-heartbeat"

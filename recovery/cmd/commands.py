@@ -156,6 +156,19 @@ def _add_host_commands(commands: argparse._SubParsersAction) -> None:
                     "force-down, then enable it. Refused while guests "
                     "are still moving away from it.")
     back.add_argument("host", help="Service host name of the host.")
+    back.add_argument("--bring-back", action="store_true",
+                      help="Then live-migrate back to it the instances its "
+                           "last host failure evacuated, those still where "
+                           "recovery put them, in priority order within "
+                           "the [host_drain] bounds.")
+    back.add_argument("--dry-run", action="store_true",
+                      help="With --bring-back: print what would come back "
+                           "and what would stay, and why; change nothing "
+                           "(the host is not returned either).")
+    back.add_argument("--format", choices=("table", "json"),
+                      default="table",
+                      help="Format of the bring-back's results on stdout "
+                           "(default: table).")
 
 
 def _add_arming_commands(commands: argparse._SubParsersAction) -> None:
@@ -253,11 +266,25 @@ def host_drain(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
 
 
 def host_return(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
-    result = _recorded_run(conf, runner.Means.load(conf, Clock(), "recovery"),
-                           Kind.HOST_RETURN, args.host,
-                           output.ProgressPrinter())
-    print(result.message)
-    return EXIT_OK
+    means = runner.Means.load(conf, Clock(), "recovery")
+    if args.dry_run and not args.bring_back:
+        raise validation.Invalid("--dry-run is for --bring-back: a host "
+                                 "return itself has no dry run")
+    render = output.render_json if args.format == "json" else (
+        output.render_table)
+    if args.dry_run:
+        print(render(runner.plan_bring_back(
+            means, open_conf_store(conf), args.host,
+            output.ProgressPrinter())))
+        return EXIT_OK
+    result = _recorded_run(conf, means, Kind.HOST_RETURN, args.host,
+                           output.ProgressPrinter(),
+                           options={"bring_back": True}
+                           if args.bring_back else None)
+    if result.report is not None:
+        print(render(result.report))
+    print(result.message, file=sys.stderr if result.report else sys.stdout)
+    return EXIT_OK if result.status is Status.FINISHED else EXIT_FAILED
 
 
 def _recorded_run(conf: cfg.ConfigOpts, means: runner.Means, kind: Kind,

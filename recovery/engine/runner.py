@@ -45,6 +45,7 @@ from recovery.events import News
 from recovery.fencing import Fencing
 from recovery.fencing import load_fencing
 from recovery.flows import Env
+from recovery.flows import bring_back
 from recovery.flows import EvacuationWatcher
 from recovery.flows import ReservedHostStore
 from recovery.flows import Settings
@@ -93,6 +94,7 @@ class RunStore(ReservedHostStore, ViewStore, LagBook, Protocol):
                holder: Holder, retry_in: float | None = None,
                event: Decision | None = None) -> None: ...
     def journal(self, uuid: str) -> list[InstanceResult]: ...
+    def last_host_failure(self, hostname: str) -> str | None: ...
     def step_events(self, uuid: str) -> list[StepEvent]: ...
     def restarts_since(self, instance_uuid: str, since: datetime.datetime,
                        excluding_uuid: str | None = None
@@ -345,6 +347,15 @@ def plan_drain(means: Means, host: str, recorder: Recorder) -> HostReport:
     return drain_host(env, host, dry_run=True)
 
 
+def plan_bring_back(means: Means, store: RunStore, host: str,
+                    recorder: Recorder) -> HostReport:
+    """What bringing ``host``'s instances back would move, changing
+    nothing (``recovery host-return --bring-back --dry-run``)."""
+    env = Env(nova=means.nova, clock=means.clock, settings=means.settings(),
+              recorder=recorder, watcher=means.watcher)
+    return bring_back(env, host, evacuated_from(store, host), dry_run=True)
+
+
 def attempt(env: Env, store: RunStore, notification: Notification,
             fencing: Fencing) -> Attempt:
     """Run (or continue) what ``notification`` asks for.
@@ -400,8 +411,21 @@ def _recover_host(env: Env, store: RunStore, notification: Notification,
 def _return_host(env: Env, store: RunStore, notification: Notification,
                  fencing: Fencing) -> Attempt:
     host = notification.hostname
-    return Attempt(Status.FINISHED,
-                   return_host(env, host, fencing.for_host(host)))
+    back = return_host(env, host, fencing.for_host(host))
+    if not notification.payload.get("bring_back"):
+        return Attempt(Status.FINISHED, back)
+    report = bring_back(env, host, evacuated_from(store, host),
+                        journal=store.journal(notification.uuid))
+    summary = f"{back}; brought back: {report.summary()}"
+    return Attempt(Status.FINISHED if report.succeeded else Status.FAILED,
+                   summary, report)
+
+
+def evacuated_from(store: RunStore, host: str) -> list[InstanceResult]:
+    """The results of ``host``'s last finished host failure (none if it
+    has none)."""
+    failure = store.last_host_failure(host)
+    return store.journal(failure) if failure else []
 
 
 def _drain_host(env: Env, store: RunStore, notification: Notification,

@@ -10,6 +10,7 @@ data (a journal, a restart history) or as a small protocol (the claims of
 reserved hosts).
 """
 
+from recovery.flows.bring_back import bring_back
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
 from recovery.flows.drain import drain_host
@@ -29,7 +30,8 @@ from recovery.flows.tolerance import simulate
 from recovery.flows.watcher import EvacuationWatcher
 
 __all__ = ["Cloud", "Env", "EvacuationWatcher", "Group", "Plan",
-           "ReservedHostStore", "Settings", "Tolerance", "drain_host",
+           "ReservedHostStore", "Settings", "Tolerance", "bring_back",
+           "drain_host",
            "failures_tolerated", "handle_process_event", "if_each_failed",
            "placement_for_host", "recover_host", "restart_instance",
            "return_host", "simulate"]

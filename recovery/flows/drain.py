@@ -35,27 +35,26 @@ from recovery.flows import base
 from recovery.flows.capacity import Room
 from recovery.flows.capacity import predict
 from recovery.flows.context import Env
+from recovery.flows.live_migration import LIVE_STATES
+from recovery.flows.live_migration import HostWatch
+from recovery.flows.live_migration import LiveMigration
+from recovery.flows.live_migration import Slots
+from recovery.flows.live_migration import run_all
+from recovery.flows.live_migration import sent
+from recovery.flows.live_migration import settle
 from recovery.flows.placement import auto
 from recovery.flows.priority import priority_of
 from recovery.models import ComputeService
-from recovery.models import Migration
-from recovery.models import MigrationStatus
 from recovery.models import Server
 from recovery.models import ServiceStatus
-from recovery.models import VmState
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
-from recovery.results import Phase
 from recovery.results import StepName
 from recovery.results import StepState
-from recovery.waiting import wait_for
 
 LOG = logging.getLogger(__name__)
 
-LIVE_STATES = (VmState.ACTIVE, VmState.PAUSED)
-# Tries of one instance's live migration: the first, and one more.
-TRIES = 2
 
 
 @dataclasses.dataclass
@@ -131,32 +130,26 @@ def select(ctx: DrainContext) -> None:
         if prior.uuid in listed:
             continue
         ctx.report.instances.append(prior)
-        if prior.outcome is None and _sent(prior):
+        if prior.outcome is None and sent(prior):
             # Gone from the host since an earlier run sent it: its
             # migration record says whether it completed.
             server = ctx.env.nova.get_server(prior.uuid)
             ctx.selected.append((server, prior))
         elif prior.outcome is None:
-            _settle(ctx.env, prior, Outcome.SKIPPED,
+            settle(ctx.env, prior, Outcome.SKIPPED,
                     f"no longer on {ctx.host}: moved by someone else")
     for server in ctx.servers:
         prior = ctx.journal.get(server.id)
         result = prior or _new_result(ctx, server)
         ctx.report.instances.append(result)
         reason = _cannot(server, ctx)
-        if reason is not None and not _sent(result):
-            _settle(ctx.env, result, Outcome.SKIPPED,
+        if reason is not None and not sent(result):
+            settle(ctx.env, result, Outcome.SKIPPED,
                     f"not live-migratable: {reason}")
             continue
         result.outcome = result.reason = None
         ctx.selected.append((server, result))
     ctx.selected.sort(key=lambda entry: -(entry[1].priority or 0))
-
-
-def _sent(result: InstanceResult) -> bool:
-    """An earlier run sent its live migration: it is followed, not
-    judged again."""
-    return result.phase is Phase.MIGRATING
 
 
 class CheckCapacity(base.Step[DrainContext]):
@@ -190,7 +183,7 @@ class CheckCapacity(base.Step[DrainContext]):
                 left = ("left on the host (--allow-partial)"
                         if ctx.allow_partial else
                         "the drain would be refused without --allow-partial")
-                _settle(ctx.env, result, Outcome.SKIPPED,
+                settle(ctx.env, result, Outcome.SKIPPED,
                         f"{left}: {result.capacity_warning}")
         return forecast.summary
 
@@ -206,194 +199,6 @@ class Disable(base.Step[DrainContext]):
         reason = ctx.env.settings.drain.disable_reason
         ctx.env.nova.disable(service, reason)
         return f"disabled: {reason}"
-
-
-class Slots:
-    """At most ``per_host`` migrations to each destination at once. A
-    task takes its destination's slot before it sends, and waits for a
-    free one on an event, never on a fixed sleep."""
-
-    def __init__(self, per_host: int, clock: concurrency.Clock,
-                 poll: float):
-        self._per_host = per_host
-        self._clock = clock
-        self._poll = poll
-        self._lock = concurrency.Lock()
-        self._freed = concurrency.Event()
-        self._busy: dict[str, int] = {}
-
-    def _try(self, host: str) -> bool:
-        with self._lock:
-            if self._busy.get(host, 0) >= self._per_host:
-                self._freed.clear()
-                return False
-            self._busy[host] = self._busy.get(host, 0) + 1
-            return True
-
-    def take(self, host: str | None) -> None:
-        while host is not None and not self._try(host):
-            self._clock.wait(self._freed, self._poll)
-
-    def give(self, host: str | None) -> None:
-        if host is None:
-            return
-        with self._lock:
-            self._busy[host] -= 1
-            self._freed.set()
-
-
-class SourceWatch:
-    """Whether the drained host still heartbeats, asked of Nova at most
-    once per poll interval whatever the number of migrations in flight;
-    ``check`` raises ``HostFailed`` once it does not."""
-
-    def __init__(self, env: Env, host: str):
-        self._env = env
-        self._host = host
-        self._lock = concurrency.Lock()
-        self._next = 0.0
-        self._failed: str | None = None
-
-    def check(self) -> None:
-        env = self._env
-        with self._lock:
-            if self._failed is None and env.clock.monotonic() >= self._next:
-                self._next = (env.clock.monotonic()
-                              + env.settings.poll_interval)
-                census = Census.take(env.nova, env.settings.service_down_time)
-                service = census.compute(self._host)
-                if not census.heartbeats(service):
-                    self._failed = census.describe(service)
-        if self._failed is not None:
-            raise exception.HostFailed(
-                f"{self._host} failed during its drain "
-                f"({self._failed}): its instances left on it are a host "
-                f"failure's to recover now")
-
-
-class LiveMigration:
-    """One instance's live migration, tried at most twice, confirmed from
-    its migration record and then from the server."""
-
-    def __init__(self, ctx: DrainContext, server: Server,
-                 result: InstanceResult, slots: Slots, watch: SourceWatch):
-        self.env = ctx.env
-        self.host = ctx.host
-        self.server = server
-        self.result = result
-        self.dest = ctx.destinations.get(server.id)
-        self.slots = slots
-        self.watch = watch
-
-    def run(self) -> InstanceResult:
-        result = self.result
-        result.started_at = result.started_at or self.env.clock.now()
-        reason = ""
-        for attempt in range(1, TRIES + 1):
-            self.slots.take(self.dest)
-            try:
-                migration = self._once()
-            finally:
-                self.slots.give(self.dest)
-            if migration.status is MigrationStatus.COMPLETED:
-                return self._confirm(migration)
-            reason = self._why(migration)
-            if attempt < TRIES:
-                LOG.warning("Live migration of %s from %s %s; trying once "
-                            "more", self.server.id, self.host, reason)
-        result.phase = Phase.DONE
-        _settle(self.env, result, Outcome.FAILED,
-                    f"live migration {reason} (tried {TRIES} times)")
-        return result
-
-    def _newest(self) -> Migration | None:
-        found = self.env.nova.list_live_migrations(
-            instance_uuid=self.server.id)
-        return max(found, key=lambda m: m.id, default=None)
-
-    def _ours(self) -> Migration | None:
-        newest = self._newest()
-        floor = self.result.migration_floor or 0
-        return newest if newest is not None and newest.id > floor else None
-
-    def _once(self) -> Migration:
-        """Send one live migration (or follow the one an earlier run
-        sent) and wait for its record to end."""
-        result = self.result
-        migration = self._ours() if _sent(result) else None
-        if migration is None or migration.failed:
-            newest = self._newest()
-            result.migration_floor = newest.id if newest else 0
-            result.phase = Phase.MIGRATING
-            # Journaled before the request: a resumed run looks for it.
-            self.env.recorder.instance_changed(result)
-            try:
-                self.env.nova.live_migrate(
-                    self.server.id, self.dest,
-                    self.env.settings.drain.block_migration)
-            except exception.NovaError as exc:
-                if not exc.in_flight:
-                    raise
-                self._taken_despite(exc)
-        return wait_for(self._ended, what=(
-            f"the live migration of {self.server.id} from {self.host} to "
-            f"end"), timeout=self.env.settings.drain.migration_timeout,
-            interval=self.env.settings.poll_interval, clock=self.env.clock)
-
-    def _taken_despite(self, error: exception.NovaError) -> None:
-        """The request's outcome is unknown: Nova took it if its record
-        shows within the window a late request may still arrive in;
-        else ``error`` stands (nothing was sent twice)."""
-        try:
-            wait_for(self._ours, what="its migration record",
-                     timeout=self.env.settings.late_request_window,
-                     interval=self.env.settings.poll_interval,
-                     clock=self.env.clock)
-        except exception.WaitTimeout:
-            raise error from None
-
-    def _ended(self) -> Migration | None:
-        self.watch.check()
-        migration = self._ours()
-        if migration is not None and migration.status in (
-                MigrationStatus.COMPLETED, MigrationStatus.CANCELLED,
-                MigrationStatus.ERROR, MigrationStatus.FAILED):
-            return migration
-        return None
-
-    def _why(self, migration: Migration) -> str:
-        # Nova shows no fault on a server a live migration left ACTIVE:
-        # its reason is in the instance's actions.
-        return (f"{migration.id} to {migration.dest_compute or 'no host'} "
-                f"ended {migration.status} (Nova's reason: 'openstack "
-                f"server event list {self.server.id}')")
-
-    def _confirm(self, migration: Migration) -> InstanceResult:
-        """Nova says the migration completed: the server must be on its
-        destination, in the state it had, with no task."""
-        dest = migration.dest_compute
-
-        def moved() -> Server | None:
-            server = self.env.nova.get_server(self.server.id)
-            return server if (server.host == dest and server.idle) else None
-
-        server = wait_for(moved, what=f"{self.server.id} to show on {dest}",
-                          timeout=self.env.settings.state_change_timeout,
-                          interval=self.env.settings.poll_interval,
-                          clock=self.env.clock)
-        result = self.result
-        result.dest_host, result.final_state = dest, server.vm_state
-        result.phase = Phase.DONE
-        _settle(self.env, result, Outcome.RECOVERED,
-                    f"live-migrated to {dest} (migration {migration.id})")
-        return result
-
-
-def _settle(env: Env, result: InstanceResult, outcome: Outcome,
-            reason: str) -> None:
-    result.outcome, result.reason = outcome, reason
-    result.finished_at = env.clock.now()
-    env.recorder.instance_changed(result)
 
 
 def drain_host(env: Env, host: str, *, allow_partial: bool = False,
@@ -437,29 +242,12 @@ def _migrate(ctx: DrainContext, pool: concurrency.TaskPool) -> None:
         instances=len(ctx.selected))
     slots = Slots(env.settings.drain.max_per_host, env.clock,
                   env.settings.poll_interval)
-    watch = SourceWatch(env, ctx.host)
-    tasks = [LiveMigration(ctx, server, result, slots, watch)
-             for server, result in ctx.selected]
-    stopped: Exception | None = None
-    for outcome in pool.run(_unless_stopping, tasks):
-        error = outcome.error
-        if isinstance(error, (exception.HostFailed,
-                              *exception.STOPS_THE_RUN)):
-            stopped = stopped or error
-        elif error is not None:
-            _settle(env, outcome.item.result, Outcome.FAILED,
-                        f"live migration failed: {error}")
-    if stopped is not None:
-        raise stopped
+    watch = HostWatch(env, ctx.host, "drain")
+    run_all(env, [LiveMigration(env, server, result, source=ctx.host,
+                                dest=ctx.destinations.get(server.id),
+                                slots=slots, watch=watch)
+                  for server, result in ctx.selected], pool)
     env.recorder.step_changed(
         StepName.DRAIN_INSTANCES,
         StepState.SUCCESS if ctx.report.succeeded else StepState.FAILURE,
         ctx.report.summary())
-
-
-def _unless_stopping(task: LiveMigration) -> InstanceResult:
-    """Start no migration once the process is shutting down: the
-    instance stays pending in the journal, and the next run takes it."""
-    if task.env.stopping():
-        return task.result
-    return task.run()

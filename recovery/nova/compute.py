@@ -344,6 +344,14 @@ class Nova:
         return self._placement.free_room(self._call)
 
     # -- migrations ----------------------------------------------------------
+    def list_migrations(self, instance_uuid: str) -> list[Migration]:
+        """Every migration of one instance, of any type, oldest first."""
+        found = [Migration.from_nova(m) for m in self._pages(
+            f"list the migrations of instance {instance_uuid}",
+            "/os-migrations", {"instance_uuid": instance_uuid},
+            "migrations", kind="migration.list")]
+        return sorted(found, key=lambda m: m.id)
+
     def list_live_migrations(self, source_host: str | None = None,
                              instance_uuid: str | None = None
                              ) -> list[Migration]:

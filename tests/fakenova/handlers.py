@@ -154,6 +154,17 @@ def server_show(state: State, ctx: RequestContext, req: Request,
                                                req.base, req.root)}
 
 
+def server_delete(state: State, ctx: RequestContext, req: Request,
+                  server_id: str) -> Result:
+    """Gone at once (Nova deletes in the background; its fake driver
+    almost at once). A locked server is refused to its owner alone."""
+    server = compute.get_instance(state, ctx, server_id)
+    if server.locked and not ctx.is_admin:
+        raise errors.conflict(f"Instance {server.uuid} is locked")
+    del state.servers[server.uuid]
+    return 204, None
+
+
 def _no_body(ctx: RequestContext, body: Any) -> Any:
     return body
 
@@ -319,6 +330,8 @@ ROUTES: list[tuple[str, re.Pattern[str], Callable[..., Result]]] = [
      lambda st, ctx, req: servers_list(st, ctx, req, detail=False)),
     ("GET", re.compile(r"^/servers/" + _ID.format("server_id") + "$"),
      server_show),
+    ("DELETE", re.compile(r"^/servers/" + _ID.format("server_id") + "$"),
+     server_delete),
     ("POST", re.compile(r"^/servers/" + _ID.format("server_id")
                         + "/action$"), server_action),
     ("GET", re.compile(r"^/servers/" + _ID.format("server_id")
