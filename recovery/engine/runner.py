@@ -45,10 +45,10 @@ from recovery.events import News
 from recovery.fencing import Fencing
 from recovery.fencing import load_fencing
 from recovery.flows import Env
-from recovery.flows import bring_back
 from recovery.flows import EvacuationWatcher
 from recovery.flows import ReservedHostStore
 from recovery.flows import Settings
+from recovery.flows import bring_back
 from recovery.flows import drain_host
 from recovery.flows import handle_process_event
 from recovery.flows import placement_for_host
