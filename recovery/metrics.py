@@ -77,6 +77,10 @@ class Metrics:
             "instances", "Instances that got an outcome, by outcome "
             "(recovered, failed, skipped) and recovery method.",
             ("outcome", "method"))
+        self.live_migrations = self._counter(
+            "live_migrations", "Live migrations a drain or a bring-back "
+            "sent (or followed), by how Nova's migration record ended: "
+            "completed, error, failed, cancelled.", ("status",))
         self.instance_seconds = self._histogram(
             "instance_recovery_seconds", "From an instance's lock to its "
             "outcome, for recovered instances.", INSTANCE_BUCKETS)

@@ -17,6 +17,10 @@ class Outcome(str, enum.Enum):
     PLANNED = "planned"     # --dry-run: would be evacuated
 
 
+# The method of a drain's or a bring-back's result (``method``).
+LIVE_MIGRATION = "live-migration"
+
+
 class Phase(str, enum.Enum):
     """Where an instance is in its recovery; recorded before each step."""
 
@@ -104,7 +108,9 @@ class InstanceResult:
     # the unlock): the run looks for it once the same window has passed.
     lock_uncertain_at: datetime.datetime | None = None
     # How the destination was chosen: "auto" (the scheduler) or
-    # "reserved_host" (dest_host is a reserved host taken for this run).
+    # "reserved_host" (dest_host is a reserved host taken for this run);
+    # "live-migration" for a drain's or a bring-back's, which moves a
+    # running instance instead.
     method: str | None = None
     # Restart priority (higher first) and the 1-based phase it is
     # recovered in (None when [host_failure] priority_phases is false).

@@ -66,6 +66,7 @@ from recovery.notification import StepEvent
 from recovery.nova import Nova
 from recovery.nova import load_nova
 from recovery.pacing import LagBook
+from recovery.results import LIVE_MIGRATION
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -111,6 +112,11 @@ class ByHandRunStore(RunStore, intake.ByHandStore, Renewals, Protocol):
 def _instance_news(result: InstanceResult) -> tuple[EventKind, str] | None:
     """What an operator is told of an instance in this state, if
     anything: its evacuation starting, and its outcome."""
+    if result.outcome is Outcome.RECOVERED and result.method == (
+            LIVE_MIGRATION):
+        return EventKind.RECOVERED, (
+            f"live-migrated from {result.source_host} to "
+            f"{result.dest_host}; {result.final_state}")
     if result.outcome is Outcome.RECOVERED:
         how = f" ({result.method})" if result.method else ""
         was = ("as before" if result.final_state == result.original_state

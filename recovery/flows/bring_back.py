@@ -27,6 +27,7 @@ from recovery.flows.live_migration import run_all
 from recovery.flows.live_migration import sent
 from recovery.flows.live_migration import settle
 from recovery.models import Server
+from recovery.results import LIVE_MIGRATION
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -93,6 +94,7 @@ def bring_back(env: Env, host: str, evacuated: Sequence[InstanceResult], *,
         result = done.get(home.uuid) or InstanceResult(
             uuid=home.uuid, name=home.name, source_host=home.dest_host,
             original_state=home.final_state or "", priority=home.priority,
+            method=LIVE_MIGRATION,
             project_id=home.project_id, user_id=home.user_id)
         report.instances.append(result)
         if result.outcome in (Outcome.RECOVERED, Outcome.SKIPPED):

@@ -47,6 +47,7 @@ from recovery.flows.priority import priority_of
 from recovery.models import ComputeService
 from recovery.models import Server
 from recovery.models import ServiceStatus
+from recovery.results import LIVE_MIGRATION
 from recovery.results import HostReport
 from recovery.results import InstanceResult
 from recovery.results import Outcome
@@ -117,6 +118,7 @@ def _new_result(ctx: DrainContext, server: Server) -> InstanceResult:
     return InstanceResult(uuid=server.id, name=server.name,
                           source_host=ctx.host,
                           original_state=server.vm_state, priority=priority,
+                          method=LIVE_MIGRATION,
                           project_id=server.project_id,
                           user_id=server.user_id)
 

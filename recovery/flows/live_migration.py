@@ -19,6 +19,7 @@ from recovery import concurrency
 from recovery import exception
 from recovery.census import Census
 from recovery.flows.context import Env
+from recovery.metrics import METRICS
 from recovery.models import Migration
 from recovery.models import MigrationStatus
 from recovery.models import Server
@@ -145,9 +146,15 @@ class LiveMigration:
                 migration = self._once()
             finally:
                 self.slots.give(held)
-            if migration.status is MigrationStatus.COMPLETED:
-                return self._confirm(migration)
-            reason = self._why(migration)
+            if isinstance(migration, exception.NovaError):
+                METRICS.live_migrations.labels("lost").inc()
+                reason = (f"request lost ({migration}); Nova shows no "
+                          f"migration of it")
+            else:
+                METRICS.live_migrations.labels(str(migration.status)).inc()
+                if migration.status is MigrationStatus.COMPLETED:
+                    return self._confirm(migration)
+                reason = self._why(migration)
             if attempt < TRIES:
                 LOG.warning("Live migration of %s from %s %s; trying once "
                             "more", self.server.id, self.source, reason)
@@ -166,9 +173,11 @@ class LiveMigration:
         floor = self.result.migration_floor or 0
         return newest if newest is not None and newest.id > floor else None
 
-    def _once(self) -> Migration:
+    def _once(self) -> Migration | exception.NovaError:
         """Send one live migration, or follow the one an earlier run sent,
-        and wait for its record to end."""
+        and wait for its record to end. A request whose answer was lost
+        and that Nova shows no sign of is returned as its error: it was
+        not taken, and may be sent again."""
         migration = self._ours() if sent(self.result) else None
         if migration is not None and migration.status is (
                 MigrationStatus.COMPLETED):
@@ -177,10 +186,13 @@ class LiveMigration:
             # An earlier run's request that Nova took before its record
             # exists: the API set the task first (the conductor writes
             # the record after). It is followed, not sent again.
+            lost = None
             if not (sent(self.result) and self._moving()):
-                self._send()
+                lost = self._send()
         elif migration.status in ENDED:
-            self._send()
+            lost = self._send()
+        if lost is not None:
+            return lost
         return wait_for(self._ended, what=(
             f"the live migration of {self.server.id} from {self.source} "
             f"to end"), timeout=self.env.settings.drain.migration_timeout,
@@ -190,7 +202,9 @@ class LiveMigration:
         server = self.env.nova.get_server(self.server.id)
         return server.task_state is TaskState.MIGRATING
 
-    def _send(self) -> None:
+    def _send(self) -> exception.NovaError | None:
+        """Send the request; None once Nova took it, or the error of one
+        whose answer was lost and of which Nova shows nothing."""
         result = self.result
         newest = self._newest()
         result.migration_floor = newest.id if newest else 0
@@ -209,19 +223,16 @@ class LiveMigration:
         except exception.NovaError as exc:
             if not exc.in_flight:
                 raise
-            self._taken_despite(exc)
-
-    def _taken_despite(self, error: exception.NovaError) -> None:
-        """The request's outcome is unknown: Nova took it if its record
-        shows within the window a late request may still arrive in;
-        else ``error`` stands (nothing was sent twice)."""
-        try:
-            wait_for(self._ours, what="its migration record",
-                     timeout=self.env.settings.late_request_window,
-                     interval=self.env.settings.poll_interval,
-                     clock=self.env.clock)
-        except exception.WaitTimeout:
-            raise error from None
+            # Nova took it if its record shows within the window a late
+            # request may still arrive in.
+            try:
+                wait_for(self._ours, what="its migration record",
+                         timeout=self.env.settings.late_request_window,
+                         interval=self.env.settings.poll_interval,
+                         clock=self.env.clock)
+            except exception.WaitTimeout:
+                return exc
+        return None
 
     def _ended(self) -> Migration | None:
         self.watch.check()

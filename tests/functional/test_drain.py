@@ -201,3 +201,31 @@ def test_a_host_that_is_down_is_not_drained(tmp_path):
         assert proc.returncode == 3
         assert f"recovery host-failure {HOST}" in proc.stderr
         assert fake.live_migrate_calls == []
+
+
+def test_a_lost_answer_is_followed_not_sent_again(tmp_path):
+    """Nova took the request and the connection dropped before its
+    answer: its record is found, and followed."""
+    with cloud() as fake:
+        uuid = fake.add_server("vm", HOST)
+        fake.inject("POST", rf"/servers/{uuid}/action$",
+                    action="os-migrateLive", reset=True, after=True)
+        proc = run_cli(drain_config(tmp_path, fake), "host-drain", HOST)
+        assert proc.returncode == 0, proc.stderr
+        assert calls_per_instance(fake) == {uuid: 1}
+        assert drained(fake, [uuid])
+
+
+def test_a_request_nova_never_saw_is_sent_again(tmp_path):
+    """The connection dropped before Nova saw the request: no record
+    shows within the window a late request could arrive in, so it is
+    sent once more."""
+    with cloud() as fake:
+        uuid = fake.add_server("vm", HOST)
+        fake.inject("POST", rf"/servers/{uuid}/action$",
+                    action="os-migrateLive", reset=True)
+        proc = run_cli(drain_config(tmp_path, fake), "host-drain", HOST)
+        assert proc.returncode == 0, proc.stderr
+        assert calls_per_instance(fake) == {uuid: 1}
+        assert "request lost" in proc.stderr
+        assert drained(fake, [uuid])
