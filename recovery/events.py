@@ -49,6 +49,7 @@ class EventKind(str, enum.Enum):
     DISARMED = "disarmed"
     ARMED = "armed"
     BUS_DROPPED = "bus-dropped"     # notifications for the bus dropped
+    HEALTH = "health"               # a host's hardware health changed
 
 
 @dataclasses.dataclass(frozen=True)

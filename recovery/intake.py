@@ -62,7 +62,8 @@ def accept(store: AcceptStore, *, type: str | NotificationType,
            payload: dict[str, Any], origin: str, now: datetime.datetime,
            note: str | None = None,
            duplicate_window: float = 0, detection: str | None = None,
-           ignore: str | None = None) -> Notification:
+           ignore: str | None = None,
+           kind: Kind | None = None) -> Notification:
     """Store a notification; raise ``Duplicate`` as ``Store.add`` does.
 
     ``note``: a remark kept as its message when nothing else is said.
@@ -70,8 +71,10 @@ def accept(store: AcceptStore, *, type: str | NotificationType,
     Masakari does (``source_host_uuid``, ``failover_segment_uuid``).
     ``ignore``: why the caller will not have it acted on; it is stored
     ``ignored`` with that reason if nothing else ignores it first.
+    ``kind``: recovery's own runs (a drain), which no monitor's type and
+    event name; else classified from them.
     """
-    kind = classify(type, payload)
+    kind = kind or classify(type, payload)
     type = kind.type.value
     record = store.host_record(hostname)
     status, reason = initial_status(kind, payload, record)
@@ -178,6 +181,9 @@ def initial_status(kind: Kind, payload: dict[str, Any],
             return Status.IGNORED, (
                 f"process {payload['process_name']} is not nova-compute: "
                 f"recovery acts only on nova-compute process failures")
+        return Status.NEW, None
+    if kind is Kind.HOST_DRAIN:
+        # Recovery's own, of a host that is up: the drain checks it.
         return Status.NEW, None
     status = payload.get("host_status", "missing")
     if kind is Kind.HOST_RETURN:

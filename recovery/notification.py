@@ -33,6 +33,8 @@ class Status(str, enum.Enum):
 API = "api"
 DETECTOR = "detector"
 CLI = "cli"
+# The engine's watch of the hosts' hardware health (a drain it starts).
+HEALTH = "health"
 
 # The statuses of a notification still to be acted on.
 IN_FLIGHT = (Status.NEW, Status.RUNNING, Status.ERROR)

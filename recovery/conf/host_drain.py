@@ -60,6 +60,38 @@ OPTS = [
              "live-migratable, before anything is tried, as Nova's "
              "conductor would refuse it.",
     ),
+    cfg.FloatOpt(
+        "health_interval",
+        default=0.0,
+        min=0.0,
+        mutable=True,
+        help="Seconds between two reads of each host's hardware health "
+             "from its Redfish BMC (the System's Status Health and "
+             "HealthRollup, the worse of the two), by recovery-engine; 0 "
+             "(the default) reads none. A host whose health goes from OK "
+             "to a state in drain_on_health is drained, under the "
+             "brakes. Only hosts whose fencing has a Redfish device are "
+             "read (fence agents and IPMI report no health). Of several "
+             "engines on one database, the first live one by name reads.",
+    ),
+    cfg.ListOpt(
+        "drain_on_health",
+        default=["Critical"],
+        item_type=cfg.types.String(choices=["Warning", "Critical"]),
+        mutable=True,
+        help="The health states that start a drain of a host that was OK. "
+             "Add Warning to drain on the first sign (a lost redundant "
+             "power supply, say); at the default a Warning is recorded as "
+             "an event and nothing moves.",
+    ),
+    cfg.IntOpt(
+        "max_drains",
+        default=1,
+        min=1,
+        mutable=True,
+        help="Drains the engine starts on health that may run at once; "
+             "a host that degrades meanwhile waits for the next read.",
+    ),
     cfg.StrOpt(
         "disable_reason",
         default="Drained by recovery: live-migrating its instances away",

@@ -201,6 +201,17 @@ class NotificationStore(Transactional):
                 notifications.c.status == Status.RUNNING.value))
             return {r.hostname for r in rows}
 
+    def hosts_acting(self, kind: Kind) -> set[str]:
+        """Hosts with a notification of ``kind`` not ended yet: new,
+        running, or due again after an error."""
+        with self._tx() as conn:
+            rows = conn.execute(sa.select(notifications.c.hostname).where(
+                notifications.c.kind == kind.value,
+                notifications.c.status.in_([Status.NEW.value,
+                                            Status.RUNNING.value,
+                                            Status.ERROR.value])))
+            return {r.hostname for r in rows}
+
     def restarts_since(self, instance_uuid: str, since: datetime.datetime,
                        excluding_uuid: str | None = None
                        ) -> list[datetime.datetime]:

@@ -53,6 +53,8 @@ from recovery.engine.capacity import CapacityStore
 from recovery.engine.capacity import CapacityWatch
 from recovery.engine.detector import Detector
 from recovery.engine.gates import Gates
+from recovery.engine.hardware import HardwareStore
+from recovery.engine.hardware import HardwareWatch
 from recovery.engine.holds import Holds
 from recovery.engine.holds import HoldStore
 from recovery.engine.lease import LeaseKeeper
@@ -75,7 +77,8 @@ IDLE_WAIT = 1.0
 Attempter = Callable[[runner.Run], runner.Attempt]
 
 
-class EngineStore(runner.RunStore, CapacityStore, HoldStore, Protocol):
+class EngineStore(runner.RunStore, CapacityStore, HoldStore, HardwareStore,
+                  Protocol):
     """What the loop needs from the store: the registry of engines, the
     claims and holds, and what its runs, its capacity refresh and its
     fencing holds need."""
@@ -98,12 +101,15 @@ class Engine:
                  gates: Gates, keeper: LeaseKeeper, attempt: Attempter,
                  heartbeat: Callable[[str], None] = lambda status: None,
                  capacity: CapacityWatch | None = None,
-                 holds: Holds | None = None):
+                 holds: Holds | None = None,
+                 hardware: HardwareWatch | None = None):
         """``keeper``: renews the lease of every run of this engine,
         from ``serve`` until it returns. ``capacity``: refreshes the
         failures tolerated (default: from the detector's Nova).
         ``holds``: tells the host failures fencing holds (default: by
-        the failure domains the detector reads, the gates' too)."""
+        the failure domains the detector reads, the gates' too).
+        ``hardware``: reads the hosts' health and drains the failing
+        (default: from the detector's Nova and fencing)."""
         self.conf = conf
         self.store = store
         self.clock = clock
@@ -114,6 +120,9 @@ class Engine:
         self.capacity = capacity or CapacityWatch(
             conf, store, detector.nova, clock, detector.name,
             busy=self.in_flight)
+        self.hardware = hardware or HardwareWatch(
+            conf, store, detector.nova, detector.reporter.fencing, clock,
+            detector.name)
         self.holds = holds or Holds(store, clock,
                                     detector.fast.domains.of_hosts,
                                     self.owner)
@@ -140,6 +149,8 @@ class Engine:
         prober = concurrency.spawn(self.detector.prober.run, self._stopping)
         # The failures tolerated, every [capacity] refresh_interval.
         looker = concurrency.spawn(self.capacity.run, self._stopping)
+        # The hosts' hardware health, every [host_drain] health_interval.
+        reader = concurrency.spawn(self.hardware.run, self._stopping)
         try:
             while not self._stopping.is_set():
                 # Cleared before looking: a wake-up during the look is
@@ -175,6 +186,7 @@ class Engine:
             self._stopping.set()
             prober.wait(IDLE_WAIT)
             looker.wait(IDLE_WAIT)
+            reader.wait(IDLE_WAIT)
             self._keeper.close()
             bus.stop()
 

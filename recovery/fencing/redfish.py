@@ -38,6 +38,10 @@ _REFUSALS = (sushy_exc.AccessError, sushy_exc.ResourceNotFoundError,
              sushy_exc.MissingActionError)
 
 
+# Redfish's health states, best first.
+HEALTH_ORDER = ["OK", "Warning", "Critical"]
+
+
 class RedfishFencer(Fencer):
     driver = "redfish"
 
@@ -70,6 +74,21 @@ class RedfishFencer(Fencer):
             return str(getattr(state, "value", state))
 
         return self._call(read, seconds, "reading the power state")
+
+    def read_health(self, seconds: float) -> str:
+        """The System's health as the BMC reports it now: the worse of
+        its Status Health and HealthRollup ("OK", "Warning" or
+        "Critical"; "unknown" when it says neither). One request once
+        connected: the connection is kept for the next read."""
+        def read() -> str:
+            system = self._connected()
+            system.refresh(force=True)
+            status = system.status
+            said = [getattr(h, "value", h) for h in (
+                status.health, status.health_rollup) if h] if status else []
+            return max(said, key=HEALTH_ORDER.index, default="unknown")
+
+        return self._call(read, seconds, "reading the health")
 
     def _close(self) -> None:
         # sushy closes its HTTP session when the objects are collected.

@@ -10,7 +10,7 @@ data (a journal, a restart history) or as a small protocol (the claims of
 reserved hosts).
 """
 
-from recovery.flows.bring_back import bring_back
+from recovery.flows.home import bring_back
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
 from recovery.flows.drain import drain_host

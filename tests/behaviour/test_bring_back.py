@@ -5,6 +5,7 @@ the failure evacuated, and only those still where recovery put them."""
 import json
 
 from tests.behaviour.checks import FAILED
+from tests.behaviour.clouds import RealCloud
 from tests.behaviour.clouds import Spec
 from tests.fakenova.server import wait_until
 from tests.functional.cli_process import run_cli
@@ -14,6 +15,13 @@ from tests.functional.cli_process import write_config
 def live_migrations(cloud, uuid):
     return cloud._get(f"/os-migrations?migration_type=live-migration"
                       f"&instance_uuid={uuid}")["migrations"]
+
+
+def deletes(cloud):
+    """Whether the test deletes a server: on the real Nova's harness, a
+    deleted server that was evacuated stays "deleting" (its periodic
+    tasks are off), so the fake Nova alone shows that case."""
+    return not isinstance(cloud, RealCloud)
 
 
 def live_migrate(cloud, uuid, host=None):
@@ -45,10 +53,9 @@ def test_the_evacuated_instances_come_home_and_no_other(cloud, tmp_path):
     put = cloud.server(round_trip)["host"]
     live_migrate(cloud, round_trip)
     assert live_migrate(cloud, round_trip, put) == put
-    status, body = cloud.api("DELETE", f"/servers/{ids['gone']}")
-    assert status == 204, body
-    wait_until(lambda: cloud.api("GET", f"/servers/{ids['gone']}")[0] == 404,
-               60, interval=0.2, what="the deletion")
+    if deletes(cloud):
+        status, body = cloud.api("DELETE", f"/servers/{ids['gone']}")
+        assert status == 204, body
 
     cloud.restore_host(FAILED)
     plan = run_cli(config, "host-return", FAILED, "--bring-back",
@@ -57,13 +64,14 @@ def test_the_evacuated_instances_come_home_and_no_other(cloud, tmp_path):
     planned = {r["name"]: r["outcome"]
                for r in json.loads(plan.stdout)["instances"]}
     assert planned == {"a": "planned", "b": "planned", "moved": "skipped",
-                       "gone": "skipped", "round-trip": "skipped"}
+                       "gone": "skipped" if deletes(cloud) else "planned",
+                       "round-trip": "skipped"}
 
     proc = run_cli(config, "host-return", FAILED, "--bring-back", "--format",
                    "json")
     assert proc.returncode == 0, proc.stderr
     results = {r["name"]: r for r in json.loads(proc.stdout)["instances"]}
-    for name in ("a", "b"):
+    for name in ("a", "b") if deletes(cloud) else ("a", "b", "gone"):
         assert results[name]["outcome"] == "recovered", results[name]
         assert cloud.server(ids[name])["host"] == FAILED
         [migration] = live_migrations(cloud, ids[name])
@@ -75,6 +83,7 @@ def test_the_evacuated_instances_come_home_and_no_other(cloud, tmp_path):
     assert "moved or resized since its evacuation (live-migration" in (
         results["round-trip"]["reason"])
     assert cloud.server(round_trip)["host"] == put
-    assert results["gone"]["reason"] == "deleted since its evacuation"
+    if deletes(cloud):
+        assert results["gone"]["reason"] == "deleted since its evacuation"
     service = cloud.service(FAILED)
     assert (service["state"], service["status"]) == ("up", "enabled")

@@ -10,9 +10,12 @@ emulator (fake driver) with:
   of its random 1-11 s (it has no setting for that).
 - ``--delay N``: within N s (more than N - 1), always.
 - ``--seed N``: its random delays in the same order on every run.
+- ``--health-file FILE``: while FILE exists, the System's Status Health
+  is its text (OK, Warning, Critical), as a BMC reports a failing part.
 """
 
 import argparse
+import json
 import os
 import random
 import sys
@@ -33,15 +36,34 @@ def _ignore_power_changes_while(flag: str) -> None:
     fakedriver.FakeDriver.set_power_state = set_power_state
 
 
+def _health_from(path: str) -> None:
+    """While ``path`` exists, the System's Status Health is its text."""
+    render = emulator.app.render_template
+
+    def render_template(name, /, **params):
+        text = render(name, **params)
+        if name != "system.json" or not os.path.exists(path):
+            return text
+        system = json.loads(text)
+        with open(path) as health:
+            system.setdefault("Status", {})["Health"] = health.read().strip()
+        return json.dumps(system)
+
+    emulator.app.render_template = render_template
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--ignore-flag")
     parser.add_argument("--fast", action="store_true")
     parser.add_argument("--delay", type=int)
     parser.add_argument("--seed", type=int)
+    parser.add_argument("--health-file")
     hooks, emulator_args = parser.parse_known_args()
     if hooks.ignore_flag:
         _ignore_power_changes_while(hooks.ignore_flag)
+    if hooks.health_file:
+        _health_from(hooks.health_file)
     # The delay is int(time.time()) + random.randint(1, 11).
     if hooks.fast:
         fakedriver.random = types.SimpleNamespace(randint=lambda low, _: low)

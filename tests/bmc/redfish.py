@@ -70,6 +70,7 @@ class RedfishBmc(EmulatorProcess):
         self._state_dir = self.workdir / "state"
         self._htpasswd = self.workdir / "htpasswd"
         self._ignore_flag = self.workdir / "ignore-power-off"
+        self._health_file = self.workdir / "health"
         self._write_htpasswd(self.password)
 
     @property
@@ -112,6 +113,14 @@ class RedfishBmc(EmulatorProcess):
         else:
             self._ignore_flag.unlink(missing_ok=True)
 
+    def set_health(self, health: str | None) -> None:
+        """Report the System's Status Health as ``health`` (OK, Warning,
+        Critical) from now on; None: the emulator's own again."""
+        if health is None:
+            self._health_file.unlink(missing_ok=True)
+        else:
+            self._health_file.write_text(health)
+
     def power_state(self) -> str:
         """The power as the emulator would report it now, read from its
         state database, so it works while the BMC hangs or refuses."""
@@ -145,6 +154,7 @@ class RedfishBmc(EmulatorProcess):
     def _command(self) -> list[str]:
         command = ["-m", "tests.bmc._sushy_emulator",
                    "--ignore-flag", str(self._ignore_flag),
+                   "--health-file", str(self._health_file),
                    "--fake", "--port", str(self.port),
                    "--config", str(self._config)]
         if self._fast:

@@ -25,6 +25,7 @@ from recovery.db.store import Store
 from recovery.engine import agreement
 from recovery.engine import capacity
 from recovery.engine import gates
+from recovery.engine import hardware
 from recovery.engine import holds
 from recovery.engine import lease
 from recovery.engine import reports
@@ -43,7 +44,7 @@ PROTOCOLS = [
     capacity.CapacityStore, simulation.SimulationStore,
     ReservedHostStore, reports.DetectorStore, gates.GateStore,
     holds.HoldStore, agreement.ViewStore, confirming.ConfirmStore,
-    pacing.LagBook]
+    pacing.LagBook, hardware.HardwareStore]
 
 # What stands in for the store, and the Protocol it stands in for.
 STAND_INS = [(capacity.Segments, ReservedHostStore),
