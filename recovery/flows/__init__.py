@@ -10,10 +10,10 @@ data (a journal, a restart history) or as a small protocol (the claims of
 reserved hosts).
 """
 
-from recovery.flows.home import bring_back
 from recovery.flows.context import Env
 from recovery.flows.context import Settings
 from recovery.flows.drain import drain_host
+from recovery.flows.home import bring_back
 from recovery.flows.host_failure import recover_host
 from recovery.flows.host_return import return_host
 from recovery.flows.instance_failure import restart_instance
