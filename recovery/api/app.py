@@ -18,6 +18,8 @@ from recovery.api import policy
 from recovery.api import validation
 from recovery.api.catalog import SegmentCatalog
 from recovery.api.fencing import FencingAPI
+from recovery.api.hosts import HostActionsAPI
+from recovery.api.hosts import HostActionStore
 from recovery.api.notifications import HostCheck
 from recovery.api.notifications import NotificationAPI
 from recovery.api.notifications import NotificationStore
@@ -32,7 +34,8 @@ VERSION = {"id": "v1.0", "status": "CURRENT", "version": http.VERSIONS[-1],
            "min_version": http.VERSIONS[0], "updated": "2026-11-22T00:00:00Z"}
 # The resources under /v1; anything else in their place must be a
 # project id.
-RESOURCES = frozenset({"notifications", "segments", "fencing"})
+RESOURCES = frozenset({"notifications", "segments", "fencing",
+                       "host-actions"})
 # A project id as Masakari's router takes one by default: lower-case hex
 # digits and dashes (Keystone issues uuid4().hex; a dashed UUID from an
 # identity backend must not lose a monitor's notification to a 404).
@@ -67,10 +70,11 @@ class API:
 
     def __init__(self, notifications: NotificationAPI,
                  segments: SegmentAPI, fencing: FencingAPI,
-                 checker: policy.Policy):
+                 hosts: HostActionsAPI, checker: policy.Policy):
         self.notifications = notifications
         self.segments = segments
         self.fencing = fencing
+        self.hosts = hosts
         self.checker = checker
 
     @webob.dec.wsgify
@@ -113,6 +117,8 @@ class API:
             found = self.segments.route(req, parts[2:])
         elif parts[1] == "fencing":
             found = self.fencing.route(req, parts[2:])
+        elif parts[1] == "host-actions":
+            found = self.hosts.route(req, parts[2:])
         else:
             return None
         return found and self._authorized(req, parts[1:], found)
@@ -166,7 +172,8 @@ class API:
             return http.error(400, "the request URL is not valid UTF-8")
 
 
-class APIStore(NotificationStore, SegmentCatalog, ConfirmStore, Protocol):
+class APIStore(NotificationStore, SegmentCatalog, ConfirmStore,
+               HostActionStore, Protocol):
     """What the whole API needs from the store."""
 
 
@@ -199,4 +206,6 @@ def build(store: APIStore, check_host: HostCheck, clock: Clock, *,
                SegmentAPI(store, check_host, clock, max_body=max_body),
                FencingAPI(store, liveness, clock, max_body=max_body,
                           on_confirmed=on_stored),
+               HostActionsAPI(store, check_host, clock, max_body=max_body,
+                              on_stored=on_stored),
                checker or policy.defaults())

@@ -133,6 +133,13 @@ CONFIRM = {
     "required": ["reason"],
     "additionalProperties": False,
 }
+HOST_ACTION = {
+    "type": "object",
+    "properties": {"reason": {"type": "string"},
+                   "allow_partial": {"type": "boolean"}},
+    "required": ["reason"],
+    "additionalProperties": False,
+}
 # The longest reason taken, in characters: a line of a listing, not a
 # report (the ticket it names holds the rest).
 REASON_MAX = 1000
@@ -230,6 +237,16 @@ def reason(value: str, field: str) -> str:
     if not text.isprintable():
         raise Invalid(f"{field}: must be one line of printable text")
     return text
+
+
+def host_action(body: Any, *, partial: bool) -> tuple[str, bool]:
+    """A drain's or a bring-back's reason, and (a drain's alone) whether
+    it may leave what finds no room."""
+    _check(HOST_ACTION, body, "body")
+    if "allow_partial" in body and not partial:
+        raise Invalid("body.allow_partial: a bring-back takes none")
+    return reason(body["reason"], "reason"), body.get("allow_partial",
+                                                        False)
 
 
 def confirmation(body: Any) -> str:

@@ -13,6 +13,7 @@ from oslo_policy import policy
 
 from recovery.policies import base
 from recovery.policies import fencing
+from recovery.policies import hosts
 from recovery.policies import metrics
 from recovery.policies import notifications
 from recovery.policies import segments
@@ -20,4 +21,5 @@ from recovery.policies import segments
 
 def list_rules() -> Iterable[policy.RuleDefault]:
     return itertools.chain(base.RULES, segments.RULES,
-                           notifications.RULES, fencing.RULES, metrics.RULES)
+                           notifications.RULES, fencing.RULES, hosts.RULES,
+                           metrics.RULES)

@@ -102,6 +102,10 @@ ROUTES = [
      "recovery_api:events:index"),
     ("POST", "/v1/fencing/compute-9/confirm", {"reason": "dark"},
      "recovery_api:fencing:confirm"),
+    ("POST", "/v1/host-actions/compute-9/drain", {"reason": "PSU"},
+     "recovery_api:host-actions:drain"),
+    ("POST", "/v1/host-actions/compute-9/bring-back", {"reason": "fixed"},
+     "recovery_api:host-actions:bring_back"),
 ]
 #: Who may call each route with the rules' defaults: admins only.
 DEFAULT_ALLOWED = {"admin"}

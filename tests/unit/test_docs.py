@@ -229,7 +229,9 @@ def test_the_api_ref_has_every_resource():
         f"GET {notification}", f"GET {notification}/vmoves",
         f"GET {notification}/vmoves/{{vmove_id}}",
         f"GET {notification}/events",
-        "POST /v1/fencing/{hostname}/confirm"}
+        "POST /v1/fencing/{hostname}/confirm",
+        "POST /v1/host-actions/{hostname}/drain",
+        "POST /v1/host-actions/{hostname}/bring-back"}
 
 
 # -- options ----------------------------------------------------------------

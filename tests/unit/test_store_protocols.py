@@ -20,6 +20,7 @@ from recovery import intake
 from recovery import pacing
 from recovery.api import app
 from recovery.api import catalog
+from recovery.api import hosts
 from recovery.api import notifications
 from recovery.db.store import Store
 from recovery.engine import agreement
@@ -44,7 +45,7 @@ PROTOCOLS = [
     capacity.CapacityStore, simulation.SimulationStore,
     ReservedHostStore, reports.DetectorStore, gates.GateStore,
     holds.HoldStore, agreement.ViewStore, confirming.ConfirmStore,
-    pacing.LagBook, hardware.HardwareStore]
+    pacing.LagBook, hardware.HardwareStore, hosts.HostActionStore]
 
 # What stands in for the store, and the Protocol it stands in for.
 STAND_INS = [(capacity.Segments, ReservedHostStore),
