@@ -92,6 +92,19 @@ OPTS = [
         help="Drains the engine starts on health that may run at once; "
              "a host that degrades meanwhile waits for the next read.",
     ),
+    cfg.FloatOpt(
+        "bring_back_after",
+        default=0.0,
+        min=0.0,
+        mutable=True,
+        help="With [detector] auto_host_return: once a recovered host has "
+             "heartbeated again for this many seconds (and for the "
+             "detector's grace_period), its automatic return also "
+             "live-migrates back the instances its failure evacuated, as "
+             "'recovery host-return --bring-back' does. 0 (the default): "
+             "the return brings nothing back; the instances stay where "
+             "they were evacuated to.",
+    ),
     cfg.StrOpt(
         "disable_reason",
         default="Drained by recovery: live-migrating its instances away",

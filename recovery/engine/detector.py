@@ -309,7 +309,9 @@ class Detector:
 
     def _returned(self, host: str, now: float) -> list[str]:
         """A recovered host heartbeats again: once it has for the grace
-        period, its host return (with ``auto_host_return``)."""
+        period, its host return (with ``auto_host_return``); with
+        ``[host_drain] bring_back_after``, once it has for that long too,
+        a return that brings its instances home."""
         group = self.conf.detector
         if not group.auto_host_return:
             return []
@@ -317,6 +319,7 @@ class Detector:
         if watch.returning_since is None:
             watch.returning_since = now
         waited = now - watch.returning_since
-        if waited < group.grace_period:
+        quiet = self.conf.host_drain.bring_back_after
+        if waited < max(group.grace_period, quiet):
             return []
-        return self.reporter.returned(host, waited)
+        return self.reporter.returned(host, waited, bring_back=quiet > 0)

@@ -67,21 +67,26 @@ class Reporter:
         # Failures this engine has dealt with (stored, or found stored).
         self.handled: set[str] = set()
 
-    def returned(self, host: str, waited: float) -> list[str]:
+    def returned(self, host: str, waited: float, *,
+                 bring_back: bool = False) -> list[str]:
         """A recovered host has heartbeated again for ``waited`` seconds,
         the grace period at least: its host return, if recovery
-        recovered it."""
+        recovered it; ``bring_back``: one that brings its instances
+        home."""
         failure = self.store.last_host_failure(host)
         if failure is None:
             return []       # not recovered by recovery: not its to return
         detection = f"{host}@return-after@{failure}"
         if detection in self.handled:
             return []
+        home = "; its instances are brought back" if bring_back else ""
         return [self.store_one(
-            host, Kind.HOST_RETURN, HOST_UP, detection,
+            host, Kind.HOST_RETURN,
+            {**HOST_UP, "bring_back": True} if bring_back else HOST_UP,
+            detection,
             note=f"detected: nova-compute on {host}, recovered by "
                  f"notification {failure}, heartbeats again for "
-                 f"{waited:.0f} s")]
+                 f"{waited:.0f} s{home}")]
 
     def report(self, census: Census, service: ComputeService,
                detection: str, seconds: float, age: float | None) -> str:

@@ -341,6 +341,23 @@ def test_a_recovered_host_that_heartbeats_again_returns(
     assert failure.uuid in back.message
 
 
+def test_a_return_after_a_quiet_period_brings_the_instances_home(
+        conf, store, nova, clock, network):
+    conf.set_override("auto_host_return", True, "detector")
+    conf.set_override("bring_back_after", 3 * GRACE, "host_drain")
+    failure = recovered(conf, store, nova, clock)
+    det = detector(conf, store, nova, clock, network)
+    poll_until(det, clock, 2 * GRACE,
+               each=lambda: heartbeats_again(nova, clock))
+    assert [n.uuid for n in stored(store)] == [failure.uuid]
+    poll_until(det, clock, 2 * GRACE,
+               each=lambda: heartbeats_again(nova, clock))
+    [back] = [n for n in stored(store) if n.uuid != failure.uuid]
+    assert back.kind is Kind.HOST_RETURN
+    assert back.payload["bring_back"] is True
+    assert back.message.endswith("; its instances are brought back")
+
+
 def test_without_auto_host_return_a_recovered_host_waits(
         conf, store, nova, clock, network):
     failure = recovered(conf, store, nova, clock)
