@@ -3,12 +3,28 @@ engine runs, with who asked and why; refused with nothing stored for a
 bad body, an unknown host, or a host with a failure or a drain under
 way."""
 
+import pytest
+
+from recovery.db.store import open_store
 from recovery.notification import Kind
 from recovery.notification import Status
-from tests.functional.test_api import api  # noqa: F401
+from tests.functional.test_api import Hosts
+from tests.functional.test_api import Served
+from tests.functional.test_api import make_api
 from tests.functional.test_api import notification
 from tests.functional.test_api import request
-from tests.functional.test_api import store  # noqa: F401
+from tests.functional.test_api import serving
+
+
+@pytest.fixture
+def api(tmp_path):
+    store = open_store(f"sqlite:///{tmp_path}/api.sqlite")
+    hosts, woken = Hosts(), []
+    try:
+        with serving(make_api(store, hosts, woken)) as port:
+            yield Served(store, hosts, woken, port)
+    finally:
+        store.close()
 
 
 def act(api, host, action, body):
