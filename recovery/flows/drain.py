@@ -57,7 +57,6 @@ from recovery.results import StepState
 LOG = logging.getLogger(__name__)
 
 
-
 @dataclasses.dataclass
 class DrainContext:
     env: Env
@@ -139,7 +138,7 @@ def select(ctx: DrainContext) -> None:
             ctx.selected.append((server, prior))
         elif prior.outcome is None:
             settle(ctx.env, prior, Outcome.SKIPPED,
-                    f"no longer on {ctx.host}: moved by someone else")
+                   f"no longer on {ctx.host}: moved by someone else")
     for server in ctx.servers:
         prior = ctx.journal.get(server.id)
         result = prior or _new_result(ctx, server)
@@ -147,7 +146,7 @@ def select(ctx: DrainContext) -> None:
         reason = _cannot(server, ctx)
         if reason is not None and not sent(result):
             settle(ctx.env, result, Outcome.SKIPPED,
-                    f"not live-migratable: {reason}")
+                   f"not live-migratable: {reason}")
             continue
         result.outcome = result.reason = None
         ctx.selected.append((server, result))
@@ -186,7 +185,7 @@ class CheckCapacity(base.Step[DrainContext]):
                         if ctx.allow_partial else
                         "the drain would be refused without --allow-partial")
                 settle(ctx.env, result, Outcome.SKIPPED,
-                        f"{left}: {result.capacity_warning}")
+                       f"{left}: {result.capacity_warning}")
         return forecast.summary
 
 
@@ -248,7 +247,8 @@ def _migrate(ctx: DrainContext, pool: concurrency.TaskPool) -> None:
     run_all(env, [LiveMigration(env, server, result, source=ctx.host,
                                 dest=ctx.destinations.get(server.id),
                                 slots=slots, watch=watch)
-                  for server, result in ctx.selected], pool)
+                  for server, result in ctx.selected], pool,
+            f"draining {ctx.host}")
     env.recorder.step_changed(
         StepName.DRAIN_INSTANCES,
         StepState.SUCCESS if ctx.report.succeeded else StepState.FAILURE,

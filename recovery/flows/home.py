@@ -126,7 +126,8 @@ def bring_back(env: Env, host: str, evacuated: Sequence[InstanceResult], *,
                                     source=result.source_host, dest=host,
                                     slots=slots, watch=watch)
                       for server, result in selected],
-                pool_factory(env.settings.drain.max_parallel))
+                pool_factory(env.settings.drain.max_parallel),
+                f"bringing instances back to {host}")
         env.recorder.step_changed(
             StepName.BRING_BACK,
             StepState.SUCCESS if report.succeeded else StepState.FAILURE,

@@ -271,11 +271,13 @@ class LiveMigration:
 
 
 def run_all(env: Env, tasks: list[LiveMigration],
-            pool: concurrency.TaskPool) -> None:
+            pool: concurrency.TaskPool, doing: str) -> None:
     """Run ``tasks`` on ``pool``; no task starts once the process is
     stopping (its instance stays pending in the journal, for the next
-    run). A failed host or a stop ends the run once every task has
-    ended; any other error is its instance's failure."""
+    run, and the run ends ``Interrupted``). A failed host or a stop ends
+    the run once every task has ended; any other error is its instance's
+    failure. ``doing``: what the run does, for the interruption's
+    message."""
     stopped: Exception | None = None
     for outcome in pool.run(_unless_stopping(env), tasks):
         error = outcome.error
@@ -287,6 +289,9 @@ def run_all(env: Env, tasks: list[LiveMigration],
                    f"live migration failed: {error}")
     if stopped is not None:
         raise stopped
+    if any(task.result.outcome is None for task in tasks):
+        raise exception.Interrupted(f"stopped while {doing}; the rest "
+                                    f"resumes from the journal")
 
 
 def _unless_stopping(env: Env) -> Callable[[LiveMigration],

@@ -2,6 +2,11 @@
 fake Nova: a run resumed from its journal follows the migration an
 earlier run sent, and each migration's end is counted in the metrics."""
 
+import dataclasses
+
+import pytest
+
+from recovery import exception
 from recovery.concurrency import Clock
 from recovery.concurrency import ThreadTaskPool
 from recovery.flows import drain_host
@@ -63,3 +68,16 @@ def test_each_migration_s_end_is_counted(fake_nova):
     assert outcomes == {fine: "recovered", bad: "failed"}
     assert counted("completed") - before["completed"] == 1
     assert counted("failed") - before["failed"] == 2
+
+
+def test_a_drain_that_stops_before_its_migrations_is_interrupted(fake_nova):
+    """The process is shutting down: no migration starts, and the run
+    ends interrupted (it resumes from its journal), not finished."""
+    for host in (HOST, "compute-2"):
+        fake_nova.add_compute(host)
+    fake_nova.add_server("vm", HOST)
+    env = dataclasses.replace(env_for(fake_nova), stopping=lambda: True)
+    with pytest.raises(exception.Interrupted, match="stopped while "
+                       "draining compute-1; the rest resumes"):
+        drain_host(env, HOST, pool_factory=ThreadTaskPool)
+    assert fake_nova.live_migrate_calls == []
