@@ -277,10 +277,16 @@ def host_return(conf: cfg.ConfigOpts, args: argparse.Namespace) -> int:
             means, open_conf_store(conf), args.host,
             output.ProgressPrinter())))
         return EXIT_OK
-    result = _recorded_run(conf, means, Kind.HOST_RETURN, args.host,
-                           output.ProgressPrinter(),
-                           options={"bring_back": True}
-                           if args.bring_back else None)
+    if args.bring_back:
+        # The live view on a terminal, as a drain's; a script gets lines.
+        with live.progress(f"host-return {args.host} --bring-back",
+                           means.clock, sys.stderr,
+                           wanted=args.format == "table") as listener:
+            result = _recorded_run(conf, means, Kind.HOST_RETURN, args.host,
+                                   listener, options={"bring_back": True})
+    else:
+        result = _recorded_run(conf, means, Kind.HOST_RETURN, args.host,
+                               output.ProgressPrinter())
     if result.report is not None:
         print(render(result.report))
     print(result.message, file=sys.stderr if result.report else sys.stdout)
