@@ -13,7 +13,9 @@ OPTS = [
         mutable=True,
         help="Live migrations a drain runs at once, at most. Each host, "
              "the drained one and each destination, takes at most "
-             "max_per_host of them.",
+             "max_per_host of them. As many again are sent to wait in the "
+             "drained host's nova-compute queue, which starts the next "
+             "one the moment one ends.",
     ),
     cfg.IntOpt(
         "max_per_host",
@@ -22,9 +24,10 @@ OPTS = [
         mutable=True,
         help="Live migrations a drain runs at once from or to one host. "
              "Keep it at most nova-compute's own [DEFAULT] "
-             "max_concurrent_live_migrations (1 by default): Nova queues "
-             "the ones past its limit, and a queued migration counts "
-             "against migration_timeout.",
+             "max_concurrent_live_migrations (1 by default): Nova runs "
+             "that many and queues the others (a drain queues as many "
+             "again as it runs), and a queued migration counts against "
+             "migration_timeout.",
     ),
     cfg.FloatOpt(
         "migration_timeout",

@@ -229,20 +229,25 @@ def drain_host(env: Env, host: str, *, allow_partial: bool = False,
             result.reason = ("would be live-migrated to "
                              f"{result.dest_host or 'where Nova picks'}")
     else:
-        _migrate(ctx, pool_factory(min(env.settings.drain.max_parallel,
-                                       env.settings.drain.max_per_host)))
+        # The host runs ``running`` at once; as many again wait in its
+        # nova-compute's queue, which starts the next one the moment one
+        # ends (a poll would see it later).
+        running = min(env.settings.drain.max_parallel,
+                      env.settings.drain.max_per_host)
+        _migrate(ctx, running, pool_factory(2 * running))
     ctx.report.finished_at = env.clock.now()
     return ctx.report
 
 
-def _migrate(ctx: DrainContext, pool: concurrency.TaskPool) -> None:
+def _migrate(ctx: DrainContext, running: int,
+             pool: concurrency.TaskPool) -> None:
     env = ctx.env
     env.recorder.step_changed(
         StepName.DRAIN_INSTANCES, StepState.RUNNING,
         f"live-migrating {len(ctx.selected)} instance(s) from {ctx.host}",
         instances=len(ctx.selected))
     slots = Slots(env.settings.drain.max_per_host, env.clock,
-                  env.settings.poll_interval)
+                  env.settings.poll_interval, ahead={ctx.host: running})
     watch = HostWatch(env, ctx.host, "drain")
     run_all(env, [LiveMigration(env, server, result, source=ctx.host,
                                 dest=ctx.destinations.get(server.id),

@@ -34,6 +34,8 @@ LOG = logging.getLogger(__name__)
 
 # Tries of one instance's live migration: the first, and one more.
 TRIES = 2
+# Seconds between two checks that a host the migrations need is alive.
+HOST_CHECK = 5.0
 # The vm_states Nova live-migrates.
 LIVE_STATES = (VmState.ACTIVE, VmState.PAUSED)
 ENDED = (MigrationStatus.COMPLETED, MigrationStatus.CANCELLED,
@@ -59,8 +61,11 @@ class Slots:
     waits for them on an event, never on a fixed sleep."""
 
     def __init__(self, per_host: int, clock: concurrency.Clock,
-                 poll: float):
+                 poll: float, ahead: dict[str, int] | None = None):
+        """``ahead``: more migrations than ``per_host`` from these hosts,
+        left to wait in their nova-compute's queue."""
         self._per_host = per_host
+        self._ahead = ahead or {}
         self._clock = clock
         self._poll = poll
         self._lock = concurrency.Lock()
@@ -69,7 +74,8 @@ class Slots:
 
     def _try(self, hosts: list[str]) -> bool:
         with self._lock:
-            if any(self._busy.get(h, 0) >= self._per_host for h in hosts):
+            if any(self._busy.get(h, 0) >= self._per_host
+                   + self._ahead.get(h, 0) for h in hosts):
                 self._freed.clear()
                 return False
             for host in hosts:
@@ -93,8 +99,10 @@ class Slots:
 
 class HostWatch:
     """Whether a host the migrations need still heartbeats, asked of Nova
-    at most once per poll interval whatever the number of migrations in
-    flight; ``check`` raises ``HostFailed`` once it does not."""
+    at most every ``HOST_CHECK`` seconds (or poll interval, if longer)
+    whatever the number of migrations in flight; ``check`` raises
+    ``HostFailed`` once it does not. Nova itself takes its
+    service_down_time (60 s by default) to say a host is down."""
 
     def __init__(self, env: Env, host: str, role: str):
         self._env = env
@@ -108,8 +116,8 @@ class HostWatch:
         env = self._env
         with self._lock:
             if self._failed is None and env.clock.monotonic() >= self._next:
-                self._next = (env.clock.monotonic()
-                              + env.settings.poll_interval)
+                self._next = env.clock.monotonic() + max(
+                    HOST_CHECK, env.settings.poll_interval)
                 census = Census.take(env.nova, env.settings.service_down_time)
                 service = census.compute(self._host)
                 if not census.heartbeats(service):
