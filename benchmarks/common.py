@@ -90,14 +90,16 @@ def default_config(workdir: Path, endpoint: str,
 
 
 def run_cli(config: Path, host: str = FAILED,
-            env: dict[str, str] | None = None) -> dict[str, Any]:
-    """``recovery host-failure HOST`` as a child (in ``env``, default
-    this process's); its wall time, CPU time and peak RSS (from the
-    kernel's accounting of that child)."""
+            env: dict[str, str] | None = None,
+            command: str = "host-failure",
+            options: tuple[str, ...] = ()) -> dict[str, Any]:
+    """``recovery COMMAND HOST [OPTIONS]`` (default ``host-failure``) as
+    a child (in ``env``, default this process's); its wall time, CPU
+    time and peak RSS (from the kernel's accounting of that child)."""
     started = time.time()
     proc = subprocess.Popen(
         [sys.executable, "-m", "recovery.cmd.cli", "--config-file",
-         str(config), "host-failure", host, "--format", "json"],
+         str(config), command, host, *options, "--format", "json"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, cwd=ROOT,
         env=env)
     out = proc.stdout.read() if proc.stdout else b""

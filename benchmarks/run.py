@@ -10,7 +10,9 @@ fencing per device kind (benchmarks/fencing.py, Debian's fence-agents)
 about 3; the message bus (benchmarks/bus.py, RabbitMQ) about 3; the
 storage fence on a real Ceph (Debian's ceph-mon, ceph-osd, python3-rados
 and python3-rbd; root): benchmarks/ceph_fence.py about 1,
-benchmarks/ceph_loss.py about 8, benchmarks/ceph_rack.py about 3.
+benchmarks/ceph_loss.py about 8, benchmarks/ceph_rack.py about 3; a
+host drain against max_concurrent_live_migrations' bound
+(benchmarks/drain.py) about 5.
 Each benchmark also prints its own table and writes
 benchmarks/results/*.json.
 """
@@ -21,6 +23,7 @@ from benchmarks import ceph_fence
 from benchmarks import ceph_loss
 from benchmarks import ceph_rack
 from benchmarks import detector
+from benchmarks import drain
 from benchmarks import fastpath
 from benchmarks import fencing
 from benchmarks import latency
@@ -52,6 +55,7 @@ def main() -> None:
     ceph_fence_data = ceph_fence.main()
     ceph_loss_data = ceph_loss.main()
     ceph_rack_data = ceph_rack.main()
+    drain_data = drain.main()
     rows = []
     for run in ttr_data.values():
         label = f"real Nova, {run['instances']} instances, T={run['threads']}"
@@ -148,6 +152,15 @@ def main() -> None:
          bus_data["owner_delay_p95"], "<= 1"),
     ]
     rows += _storage_rows(ceph_fence_data, ceph_loss_data, ceph_rack_data)
+    for run in drain_data["runs"]:
+        label = (f"host-drain of {run['instances']}, M={run['limit']}, "
+                 f"poll {run['poll_interval_s']:g} s")
+        rows += [
+            (f"{label}: time to the bound", run["ratio_to_bound"],
+             f"<= {drain.TARGET:g}"),
+            ("  Nova requests per instance", run["requests_per_instance"],
+             "report"),
+        ]
     print("\n== Summary")
     for metric, value, target in rows:
         print(f"  {metric:<56} {value:>8.3g}   target {target}")
