@@ -3,8 +3,9 @@ it starts: before a failing host dies, its guests leave it alive.
 
 Every ``[host_drain] health_interval`` seconds (0: never), the first live
 engine by name reads the health of each compute host whose fencing has a
-Redfish device: one request per host, on a connection kept between
-reads, several hosts at once. A change of a host's health is an event.
+Redfish device: one request per host once its sushy System is made
+(sushy closes the TCP connection after each answer, as some BMCs need),
+several hosts at once. A change of a host's health is an event.
 A host that goes from OK to a state in ``drain_on_health`` gets a drain
 (a notification the engine then runs as any other), unless a brake
 holds it:

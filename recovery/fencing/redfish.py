@@ -79,7 +79,8 @@ class RedfishFencer(Fencer):
         """The System's health as the BMC reports it now: the worse of
         its Status Health and HealthRollup ("OK", "Warning" or
         "Critical"; "unknown" when it says neither). One request once
-        connected: the connection is kept for the next read."""
+        the System is made (it is kept for the next read; sushy opens a
+        new TCP connection for each request)."""
         def read() -> str:
             system = self._connected()
             system.refresh(force=True)
