@@ -190,11 +190,11 @@ class LiveMigration:
         if migration is not None and migration.status is (
                 MigrationStatus.COMPLETED):
             return migration
+        lost = None
         if migration is None:
             # An earlier run's request that Nova took before its record
             # exists: the API set the task first (the conductor writes
             # the record after). It is followed, not sent again.
-            lost = None
             if not (sent(self.result) and self._moving()):
                 lost = self._send()
         elif migration.status in ENDED:

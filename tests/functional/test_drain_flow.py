@@ -15,6 +15,7 @@ from recovery.nova import load_nova
 from recovery.results import LIVE_MIGRATION
 from recovery.results import InstanceResult
 from recovery.results import Phase
+from tests.fakenova import FakeNova
 from tests.functional.test_nova_facade import admin_token_conf
 from tests.unit.fakes import ListRecorder
 from tests.unit.fakes import make_env
@@ -34,25 +35,28 @@ def counted(status):
         "recovery_live_migrations_total", {"status": status}) or 0.0
 
 
-def test_a_resumed_drain_follows_what_the_last_one_sent(fake_nova):
-    for host in (HOST, "compute-2"):
-        fake_nova.add_compute(host)
-    uuid = fake_nova.add_server("vm", HOST)
-    env = env_for(fake_nova)
-    # The earlier run journaled the instance, sent its request, and
-    # stopped before it saw the migration end.
-    env.nova.live_migrate(uuid, None, "auto")
-    earlier = InstanceResult(uuid=uuid, name="vm", source_host=HOST,
-                             original_state="active", method=LIVE_MIGRATION,
-                             phase=Phase.MIGRATING, migration_floor=0)
-    report = drain_host(env, HOST, journal=[earlier],
-                        pool_factory=ThreadTaskPool)
-    assert report.succeeded
-    # Not even a request Nova would refuse (the task is taken): one.
-    assert [r["path"] for r in fake_nova.requests
-            if r["action"] == "os-migrateLive"] == [
-        f"/v2.1/servers/{uuid}/action"]
-    assert fake_nova.server(uuid)["host"] == "compute-2"
+def test_a_resumed_drain_follows_what_the_last_one_sent():
+    # Migrations slow enough to be running still when the drain resumes.
+    with FakeNova(evacuation_latency=1.0) as fake:
+        for host in (HOST, "compute-2"):
+            fake.add_compute(host)
+        uuid = fake.add_server("vm", HOST)
+        env = env_for(fake)
+        # The earlier run journaled the instance, sent its request, and
+        # stopped before it saw the migration end.
+        env.nova.live_migrate(uuid, None, "auto")
+        earlier = InstanceResult(uuid=uuid, name="vm", source_host=HOST,
+                                 original_state="active",
+                                 method=LIVE_MIGRATION,
+                                 phase=Phase.MIGRATING, migration_floor=0)
+        report = drain_host(env, HOST, journal=[earlier],
+                            pool_factory=ThreadTaskPool)
+        assert report.succeeded, report.to_dict()
+        # Not even a request Nova would refuse (the task is taken): one.
+        assert [r["path"] for r in fake.requests
+                if r["action"] == "os-migrateLive"] == [
+            f"/v2.1/servers/{uuid}/action"]
+        assert fake.server(uuid)["host"] == "compute-2"
 
 
 def test_each_migration_s_end_is_counted(fake_nova):
