@@ -65,7 +65,9 @@ def test_masakari_s_rules_and_defaults_are_recovery_s():
     # Recovery's own rules only, beyond Masakari's.
     assert {name for name in ours() if name not in theirs} == {
         "recovery_api:events:index", "recovery_api:metrics:index",
-        "recovery_api:owner:read", "recovery_api:fencing:confirm"}
+        "recovery_api:owner:read", "recovery_api:fencing:confirm",
+        "recovery_api:host-actions:drain",
+        "recovery_api:host-actions:bring_back"}
 
 
 def test_all_rules_in_sample_file():
