@@ -185,6 +185,15 @@ def capacity_view(conf: cfg.ConfigOpts, store: SegmentSource, nova: Nova,
     return View(conf.capacity.failures_to_tolerate, found)
 
 
+def first_live_engine(engines: list[EngineRecord], name: str,
+                      live_within: float) -> bool:
+    """Whether ``name`` is the first by name of the ``engines`` seen
+    within ``live_within`` seconds (itself counted live): the one engine
+    of a shared store that does a cloud-wide look."""
+    live = {e.name for e in engines if e.silent_for <= live_within}
+    return name == min(live | {name})
+
+
 class CapacityWatch:
     """recovery-engine's refresh of the failures tolerated."""
 
@@ -230,9 +239,8 @@ class CapacityWatch:
         (seen within ``[engine] lease_seconds``): the one that looks, so
         that several engines ask Nova once and say each change once. When
         it stops or falls silent, the next one takes over."""
-        live = {e.name for e in self.store.engines()
-                if e.silent_for <= self.conf.engine.lease_seconds}
-        return self.name == min(live | {self.name})
+        return first_live_engine(self.store.engines(), self.name,
+                                 self.conf.engine.lease_seconds)
 
     def forget(self) -> None:
         """Another engine looks: this one exports no figure of its own,

@@ -34,6 +34,7 @@ from recovery import intake
 from recovery.census import Census
 from recovery.db.control import Arming
 from recovery.db.control import EngineRecord
+from recovery.engine.capacity import first_live_engine
 from recovery.events import Decision
 from recovery.events import EventKind
 from recovery.fencing import Fencing
@@ -92,7 +93,9 @@ class HardwareWatch:
             # Switched off: look at the option again in a minute.
             if self.clock.wait(stopping, interval or 60.0):
                 return
-            if interval <= 0 or not self._first_engine():
+            if interval <= 0 or not first_live_engine(
+                    self.store.engines(), self.name,
+                    self.conf.engine.lease_seconds):
                 continue
             try:
                 self.look()
@@ -100,11 +103,6 @@ class HardwareWatch:
                 LOG.warning("Hardware health not read: %s", exc)
             except Exception:
                 LOG.exception("Hardware health not read")
-
-    def _first_engine(self) -> bool:
-        live = {e.name for e in self.store.engines()
-                if e.silent_for <= self.conf.engine.lease_seconds}
-        return self.name == min(live | {self.name})
 
     def look(self) -> None:
         """One read of every host's health, and what it decides."""
